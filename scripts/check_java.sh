@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Spark 4 runs on Java 17 or newer; say so clearly instead of failing deep inside py4j.
+set -euo pipefail
+java_bin="java"
+if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then java_bin="$JAVA_HOME/bin/java"; fi
+if ! command -v "$java_bin" >/dev/null 2>&1; then
+  echo "streamwarden needs Java 17 or newer (Spark 4), and no 'java' was found." >&2
+  echo "Install one, e.g. 'apt-get install openjdk-17-jre-headless', or set JAVA_HOME." >&2
+  exit 1
+fi
+version=$("$java_bin" -version 2>&1 | awk -F'"' '/version/ {print $2; exit}')
+major=${version%%.*}
+if [ "$major" = "1" ]; then major=$(echo "$version" | cut -d. -f2); fi
+if ! [ "$major" -ge 17 ] 2>/dev/null; then
+  echo "streamwarden needs Java 17 or newer (Spark 4); found Java $version at $(command -v "$java_bin")." >&2
+  echo "Install openjdk-17 or newer and put it first on PATH or in JAVA_HOME." >&2
+  exit 1
+fi

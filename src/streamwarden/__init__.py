@@ -1,0 +1,1 @@
+"""streamwarden: access control for continuous queries over data streams on Spark."""

@@ -1,0 +1,140 @@
+"""The catalog: streams, roles, users, actions and access control policies.
+
+These are plain immutable values; :mod:`streamwarden.catalog.loader` builds them from
+YAML (with file/line/column errors) and :mod:`streamwarden.catalog.store` persists them.
+A policy is Definition 4.2 of Carminati et al.: (subject role, protection object =
+streams + attributes + expression, privilege, general time constraint, window constraint).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Mapping
+
+from streamwarden.errors import SourceText
+from streamwarden.plan.expr import Expr
+
+TYPES = ("timestamp", "int", "long", "double", "string", "boolean")
+PRIVILEGES = ("read", "min", "max", "count", "avg", "sum")
+
+
+@dataclass(frozen=True)
+class StreamDef:
+    """A stream and its schema. Every stream has the event-time attribute ``ts``."""
+
+    name: str
+    schema: tuple[tuple[str, str], ...]
+    key: str | None = None
+    # Options later mechanisms read (punctuated_by, level, server_policies, ...), as given.
+    options: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}), compare=False)
+
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.schema)
+
+    def type_of(self, attribute: str) -> str | None:
+        return dict(self.schema).get(attribute)
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    inherits: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    roles: tuple[str, ...]
+    profile: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}), compare=False)
+
+
+@dataclass(frozen=True)
+class Action:
+    """A real-world action; ``start`` None means it is not taking place."""
+
+    name: str
+    start: datetime | None = None
+    end: datetime | None = None
+    target: float | None = None
+
+
+@dataclass(frozen=True)
+class TimeBound:
+    """One end of a general time constraint: a timestamp or ``start(x)``/``end(x)``."""
+
+    value: datetime | None = None
+    action_kind: str | None = None  # start | end
+    action: str | None = None
+
+    def __str__(self) -> str:
+        if self.action:
+            return f"{self.action_kind}({self.action})"
+        assert self.value is not None
+        return self.value.isoformat()
+
+
+@dataclass(frozen=True)
+class Policy:
+    """An access control policy (Definition 4.2).
+
+    ``attributes`` None means ``*``. ``where`` is bound over columns named
+    ``<Stream>.<attr>`` and may contain ``self.`` references and action functions.
+    """
+
+    id: str
+    subject: str
+    streams: tuple[str, ...]
+    attributes: tuple[str, ...] | None
+    privilege: str
+    where: Expr | None = None
+    where_text: str | None = None
+    time: tuple[TimeBound, TimeBound] | None = None
+    window: tuple[float, float] | None = None  # minimum (size, offset) in seconds
+    source: SourceText | None = field(default=None, compare=False, repr=False)
+    line: int | None = field(default=None, compare=False)
+
+    def grants(self, attribute: str) -> bool:
+        return self.attributes is None or attribute in self.attributes
+
+    def describe(self) -> str:
+        atts = "*" if self.attributes is None else ", ".join(self.attributes)
+        text = f"{self.id}: {self.subject} may {self.privilege} {atts} of {' x '.join(self.streams)}"
+        if self.where_text:
+            text += f" where {self.where_text}"
+        if self.time:
+            text += f" during [{self.time[0]}, {self.time[1]}]"
+        if self.window:
+            text += f" with windows of at least {self.window[0]:g}s / {self.window[1]:g}s"
+        return text
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Everything the security administrator declared. Build it with :func:`load_catalog`."""
+
+    streams: Mapping[str, StreamDef]
+    roles: Mapping[str, Role]
+    users: Mapping[str, User]
+    actions: Mapping[str, Action]
+    policies: tuple[Policy, ...]
+    name: str = "<catalog>"
+    text: str = field(default="", compare=False, repr=False)
+
+    def effective_roles(self, user: str) -> frozenset[str]:
+        """The user's roles plus every role they inherit, transitively (RBAC seniority)."""
+        pending = list(self.users[user].roles)
+        seen: set[str] = set()
+        while pending:
+            role = pending.pop()
+            if role in seen:
+                continue
+            seen.add(role)
+            pending.extend(self.roles[role].inherits if role in self.roles else ())
+        return frozenset(seen)
+
+    def policies_for(self, user: str) -> tuple[Policy, ...]:
+        roles = self.effective_roles(user)
+        return tuple(p for p in self.policies if p.subject in roles)

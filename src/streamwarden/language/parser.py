@@ -1,0 +1,346 @@
+"""Recursive-descent parser for the CQL dialect and for policy expressions.
+
+Grammar (keywords case-insensitive)::
+
+    query     := SELECT items FROM source {"," source} [WHERE expr] [GROUP BY expr {"," expr}] [";"]
+    items     := item {"," item};   item := "*" | expr [[AS] ident]
+    source    := ident [[AS] ident] [window]
+    window    := "[" ( RANGE duration [[","] SLIDE duration] | ROWS int | NOW | UNBOUNDED ) "]"
+    duration  := number unit        (ms, s, sec, second(s), min, minute(s), h, hour(s), day(s))
+    expr      := or;  or := and {OR and};  and := not {AND not};  not := NOT not | cmp
+    cmp       := sum [(= | <> | != | < | <= | > | >=) sum | IS [NOT] NULL]
+    sum       := product {(+|-) product};  product := unary {(*|/|%) unary}
+    unary     := - unary | primary
+    primary   := number | string | time-of-day | TRUE | FALSE | NULL | "(" expr ")"
+               | ident ["." ident] | ident "(" [ "*" | expr {"," expr} ] ")" | COUNT
+
+    >>> q = parse_query("SELECT AVG(Pos) FROM Position [RANGE 1 hour SLIDE 10 min] WHERE Pos >= 5")
+    >>> q.sources[0].window.size_seconds, q.sources[0].window.slide_seconds
+    (3600.0, 600.0)
+"""
+
+from __future__ import annotations
+
+import re
+
+from streamwarden.errors import QuerySyntaxError, SourceText, Span
+from streamwarden.language import ast
+from streamwarden.language.lexer import Token, tokenize
+
+_UNITS: dict[str, float] = {
+    "ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
+    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+    "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
+    "d": 86400, "day": 86400, "days": 86400,
+}
+_COMPARISONS = frozenset({"=", "<>", "<", "<=", ">", ">="})
+
+
+class _Parser:
+    def __init__(self, source: SourceText):
+        self.source = source
+        self.tokens = tokenize(source)
+        self.pos = 0
+
+    # -- token helpers -------------------------------------------------------------
+    @property
+    def tok(self) -> Token:
+        return self.tokens[self.pos]
+
+    def peek(self, ahead: int = 1) -> Token:
+        return self.tokens[min(self.pos + ahead, len(self.tokens) - 1)]
+
+    def advance(self) -> Token:
+        tok = self.tokens[self.pos]
+        self.pos = min(self.pos + 1, len(self.tokens) - 1)
+        return tok
+
+    def accept(self, *kinds: str) -> Token | None:
+        if self.tok.kind in kinds:
+            return self.advance()
+        return None
+
+    def expect(self, kind: str, what: str | None = None) -> Token:
+        if self.tok.kind != kind:
+            self.fail(f"expected {what or kind}")
+        return self.advance()
+
+    def fail(self, message: str, token: Token | None = None) -> None:
+        token = token or self.tok
+        found = "end of input" if token.kind == "EOF" else repr(token.text)
+        raise QuerySyntaxError(f"{message}, found {found}", self.source, token.span)
+
+    def ident(self, what: str) -> Token:
+        # Some keywords double as names (a stream called Now, an attribute called range).
+        if self.tok.kind == "IDENT":
+            return self.advance()
+        self.fail(f"expected {what}")
+        raise AssertionError  # unreachable
+
+    # -- query ----------------------------------------------------------------------
+    def query(self) -> ast.Query:
+        self.expect("SELECT", "SELECT")
+        items = [self.select_item()]
+        while self.accept(","):
+            items.append(self.select_item())
+        self.expect("FROM", "FROM or ',' between select items")
+        sources = [self.from_item()]
+        while self.accept(","):
+            sources.append(self.from_item())
+        where = self.expr() if self.accept("WHERE") else None
+        group_by: list[ast.Expr] = []
+        if self.accept("GROUP"):
+            self.expect("BY", "BY after GROUP")
+            group_by.append(self.expr())
+            while self.accept(","):
+                group_by.append(self.expr())
+        self.accept(";")
+        if self.tok.kind != "EOF":
+            self.fail("expected end of query")
+        return ast.Query(tuple(items), tuple(sources), where, tuple(group_by), source=self.source)
+
+    def select_item(self) -> ast.SelectItem:
+        start = self.tok.span
+        if self.tok.kind == "*":
+            self.advance()
+            return ast.SelectItem(ast.Star(start), None, start)
+        if self.tok.kind == "IDENT" and self.peek().kind == "." and self.peek(2).kind == "*":
+            qualifier = self.advance().text
+            self.advance()
+            end = self.advance().span
+            return ast.SelectItem(ast.Star(start.merge(end), qualifier), None, start.merge(end))
+        expr = self.expr()
+        alias = None
+        if self.accept("AS"):
+            alias = self.ident("an alias after AS").text
+        elif self.tok.kind == "IDENT":
+            alias = self.advance().text
+        return ast.SelectItem(expr, alias, start.merge(expr.span))
+
+    def from_item(self) -> ast.FromItem:
+        stream = self.ident("a stream name")
+        alias = None
+        if self.accept("AS"):
+            alias = self.ident("an alias after AS").text
+        elif self.tok.kind == "IDENT":
+            alias = self.advance().text
+        window = self.window() if self.tok.kind == "[" else None
+        return ast.FromItem(stream.text, alias, window, stream.span)
+
+    def window(self) -> ast.Window:
+        open_ = self.expect("[")
+        kind = self.tok.kind
+        if self.accept("RANGE"):
+            size = self.duration()
+            slide = None
+            if self.tok.kind == "," and self.peek().kind == "SLIDE":
+                self.advance()
+            if self.accept("SLIDE"):
+                slide = self.duration()
+            window = ast.Window("range", size, slide, span=open_.span)
+        elif self.accept("ROWS"):
+            count = self.expect("NUMBER", "a row count after ROWS")
+            if not count.text.isdigit() or int(count.text) <= 0:
+                self.fail("ROWS needs a positive whole number", count)
+            window = ast.Window("rows", rows=int(count.text), span=open_.span)
+        elif self.accept("NOW"):
+            window = ast.Window("now", 0.0, span=open_.span)
+        elif self.accept("UNBOUNDED"):
+            window = ast.Window("unbounded", span=open_.span)
+        else:
+            self.fail("expected RANGE, ROWS, NOW or UNBOUNDED in a window")
+            raise AssertionError
+        close = self.expect("]", "']' to close the window")
+        del kind
+        return ast.Window(window.kind, window.size_seconds, window.slide_seconds, window.rows,
+                          span=open_.span.merge(close.span))
+
+    def duration(self) -> float:
+        number = self.expect("NUMBER", "a duration such as '10 seconds' or '5 min'")
+        unit = self.tok
+        if unit.kind != "IDENT" or unit.text.lower() not in _UNITS:
+            self.fail("expected a time unit (seconds, min, hours, ...)")
+        self.advance()
+        seconds = float(number.text) * _UNITS[unit.text.lower()]
+        if seconds <= 0:
+            raise QuerySyntaxError("a window duration must be positive", self.source, number.span.merge(unit.span))
+        return seconds
+
+    # -- expressions ----------------------------------------------------------------
+    def expr(self) -> ast.Expr:
+        return self.or_()
+
+    def or_(self) -> ast.Expr:
+        left = self.and_()
+        while self.accept("OR"):
+            right = self.and_()
+            left = ast.Binary("OR", left, right, span=left.span.merge(right.span))
+        return left
+
+    def and_(self) -> ast.Expr:
+        left = self.not_()
+        while self.accept("AND"):
+            right = self.not_()
+            left = ast.Binary("AND", left, right, span=left.span.merge(right.span))
+        return left
+
+    def not_(self) -> ast.Expr:
+        if self.tok.kind == "NOT":
+            start = self.advance().span
+            operand = self.not_()
+            return ast.Unary("NOT", operand, span=start.merge(operand.span))
+        return self.comparison()
+
+    def comparison(self) -> ast.Expr:
+        left = self.sum_()
+        if self.tok.kind in _COMPARISONS:
+            op = self.advance().kind
+            right = self.sum_()
+            return ast.Binary(op, left, right, span=left.span.merge(right.span))
+        if self.tok.kind == "IS":
+            self.advance()
+            negated = bool(self.accept("NOT"))
+            end = self.expect("NULL", "NULL after IS").span
+            return ast.IsNull(left, negated, span=left.span.merge(end))
+        return left
+
+    def sum_(self) -> ast.Expr:
+        left = self.product()
+        while self.tok.kind in ("+", "-"):
+            op = self.advance().kind
+            right = self.product()
+            left = ast.Binary(op, left, right, span=left.span.merge(right.span))
+        return left
+
+    def product(self) -> ast.Expr:
+        left = self.unary()
+        while self.tok.kind in ("*", "/", "%"):
+            op = self.advance().kind
+            right = self.unary()
+            left = ast.Binary(op, left, right, span=left.span.merge(right.span))
+        return left
+
+    def unary(self) -> ast.Expr:
+        if self.tok.kind == "-":
+            start = self.advance().span
+            operand = self.unary()
+            if isinstance(operand, ast.Literal) and operand.kind == "number":
+                return ast.Literal(-operand.value, "number", span=start.merge(operand.span))  # type: ignore[operator]
+            return ast.Unary("-", operand, span=start.merge(operand.span))
+        return self.primary()
+
+    def primary(self) -> ast.Expr:
+        tok = self.tok
+        if tok.kind == "NUMBER":
+            self.advance()
+            value: object = float(tok.text) if any(c in tok.text for c in ".eE") else int(tok.text)
+            return ast.Literal(value, "number", span=tok.span)
+        if tok.kind == "STRING":
+            self.advance()
+            quote = tok.text[0]
+            body = tok.text[1:-1].replace(quote * 2, quote)
+            body = re.sub(r"\\(.)", r"\1", body)
+            return ast.Literal(body, "string", span=tok.span)
+        if tok.kind == "TIME":
+            self.advance()
+            return ast.Literal(_time_of_day(tok, self.source), "time_of_day", span=tok.span)
+        if tok.kind in ("TRUE", "FALSE"):
+            self.advance()
+            return ast.Literal(tok.kind == "TRUE", "bool", span=tok.span)
+        if tok.kind == "NULL":
+            self.advance()
+            return ast.Literal(None, "null", span=tok.span)
+        if tok.kind == "(":
+            self.advance()
+            inner = self.expr()
+            close = self.expect(")", "')'")
+            return _respan(inner, tok.span.merge(close.span))
+        if tok.kind == "IDENT":
+            return self.name_or_call()
+        self.fail("expected an expression")
+        raise AssertionError
+
+    def name_or_call(self) -> ast.Expr:
+        first = self.advance()
+        if self.tok.kind == "(":
+            return self.call(first)
+        if first.upper == "COUNT":  # the papers write a bare COUNT for COUNT(*)
+            return ast.Call("COUNT", (), False, first.text, span=first.span)
+        parts = [first.text]
+        span = first.span
+        while self.tok.kind == ".":
+            self.advance()
+            part = self.ident("an attribute name after '.'")
+            parts.append(part.text)
+            span = span.merge(part.span)
+        return ast.Name(tuple(parts), span=span)
+
+    def call(self, name: Token) -> ast.Call:
+        self.expect("(")
+        args: list[ast.Expr] = []
+        star = False
+        if self.tok.kind == "*":
+            self.advance()
+            star = True
+        elif self.tok.kind != ")":
+            args.append(self.expr())
+            while self.accept(","):
+                args.append(self.expr())
+        close = self.expect(")", "')' to close the call")
+        span = name.span.merge(close.span)
+        written = " ".join(self.source.text[span.start : span.end].split())
+        return ast.Call(name.upper, tuple(args), star, written, span=span)
+
+
+def _respan(expr: ast.Expr, span: Span) -> ast.Expr:
+    # Parenthesised expressions report the whole "(...)" range in errors.
+    object.__setattr__(expr, "span", span)
+    return expr
+
+
+def _time_of_day(tok: Token, source: SourceText) -> int:
+    match = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*([aApP][mM])?", tok.text)
+    assert match is not None
+    hour, minute, second = int(match[1]), int(match[2]), int(match[3] or 0)
+    suffix = (match[4] or "").lower()
+    if suffix:
+        if not 1 <= hour <= 12:
+            raise QuerySyntaxError("hour must be 1-12 with am/pm", source, tok.span)
+        hour = hour % 12 + (12 if suffix == "pm" else 0)
+    if hour > 23 or minute > 59 or second > 59:
+        raise QuerySyntaxError("invalid time of day", source, tok.span)
+    return hour * 3600 + minute * 60 + second
+
+
+def parse_query(text: str, name: str = "<query>") -> ast.Query:
+    """Parse one CQL query. Raises :class:`QuerySyntaxError` with line and column."""
+    return _Parser(SourceText(name, text)).query()
+
+
+def parse_expression(source: SourceText | str) -> ast.Expr:
+    """Parse a stand-alone expression (a policy's ``where``).
+
+    >>> parse_expression("Position.Platoon = self.Platoon")
+    Binary(op='=', left=Name(parts=('Position', 'Platoon')), right=Name(parts=('self', 'Platoon')))
+    """
+    if isinstance(source, str):
+        source = SourceText("<expression>", source)
+    parser = _Parser(source)
+    expr = parser.expr()
+    if parser.tok.kind != "EOF":
+        parser.fail("expected end of expression")
+    return expr
+
+
+def parse_duration(text: str, name: str = "<duration>") -> float:
+    """Parse ``"1 hour"`` into seconds. Raises :class:`QuerySyntaxError`.
+
+    >>> parse_duration("90 seconds")
+    90.0
+    """
+    parser = _Parser(SourceText(name, text))
+    seconds = parser.duration()
+    if parser.tok.kind != "EOF":
+        parser.fail("expected end of duration")
+    return seconds

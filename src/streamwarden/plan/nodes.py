@@ -1,0 +1,306 @@
+"""The immutable logical operator graph: IN, σ, π, Σ, Join and the secure view.
+
+These are the operators of the core query model of Carminati et al. (Table I), plus
+:class:`SecureView`, the rewriter's Sec_View over one or more policies merged. Nodes are
+frozen dataclasses: equal structure means equal nodes (ids are not compared), so graphs
+can be hashed, memoized and shared. Every node has a stable ``id`` that errors and
+``explain`` name.
+
+    >>> from streamwarden.plan.expr import Column, Compare, Literal
+    >>> src = Source("Position", "Position", (("ts", "timestamp"), ("Pos", "double")), id="n1")
+    >>> f = Filter(src, Compare(">=", Column("Position", "Pos", "double"), Literal(5, "int")), id="n2")
+    >>> [field.name for field in f.fields]
+    ['ts', 'Pos']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Callable, Iterator
+
+from streamwarden.language.ast import Window
+from streamwarden.plan import expr as E
+
+
+@dataclass(frozen=True)
+class Field:
+    """A column of a node's output; ``relation`` None for computed output columns."""
+
+    relation: str | None
+    name: str
+    dtype: str
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.relation}.{self.name}" if self.relation else self.name
+
+
+class Node:
+    """Base of plan nodes (frozen dataclasses with an ``id`` excluded from equality)."""
+
+    id: str
+
+    def children(self) -> tuple["Node", ...]:
+        return ()
+
+    def with_children(self, children: tuple["Node", ...]) -> "Node":
+        return self
+
+    @property
+    def fields(self) -> tuple[Field, ...]:
+        raise NotImplementedError
+
+    @property
+    def label(self) -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Source(Node):
+    """IN: a catalog stream entering the graph under a relation name (the query's alias)."""
+
+    stream: str
+    relation: str
+    schema: tuple[tuple[str, str], ...]
+    window: Window | None = None
+    id: str = field(default="", compare=False)
+
+    @cached_property
+    def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
+        return tuple(Field(self.relation, name, dtype) for name, dtype in self.schema)
+
+    @property
+    def label(self) -> str:
+        alias = f" AS {self.relation}" if self.relation != self.stream else ""
+        return f"IN {self.stream}{alias}{' ' + str(self.window) if self.window else ''}"
+
+
+@dataclass(frozen=True)
+class Filter(Node):
+    """σ(P)."""
+
+    child: Node
+    predicate: E.Expr
+    id: str = field(default="", compare=False)
+
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def with_children(self, children: tuple[Node, ...]) -> Node:
+        return replace(self, child=children[0])
+
+    @property
+    def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
+        return self.child.fields
+
+    @property
+    def label(self) -> str:
+        return f"σ {E.render(self.predicate)}"
+
+
+@dataclass(frozen=True)
+class Project(Node):
+    """π: the query's output columns, each a name and an expression over the child."""
+
+    child: Node
+    items: tuple[tuple[str, E.Expr], ...]
+    id: str = field(default="", compare=False)
+
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def with_children(self, children: tuple[Node, ...]) -> Node:
+        return replace(self, child=children[0])
+
+    @property
+    def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
+        return tuple(Field(None, name, expr.dtype) for name, expr in self.items)
+
+    @property
+    def label(self) -> str:
+        parts = [E.render(e) if E.render(e).split(".")[-1] == n else f"{E.render(e)} AS {n}" for n, e in self.items]
+        return f"π {', '.join(parts)}"
+
+
+@dataclass(frozen=True)
+class AggCall:
+    """One aggregate: ``func`` over ``arg`` (None for COUNT()), output ``name``.
+
+    ``granted`` False means the secure aggregate may not compute it: its value is NULL.
+    """
+
+    func: str  # min max count avg sum
+    arg: E.Expr | None
+    name: str
+    granted: bool = True
+
+    @property
+    def dtype(self) -> str:
+        if self.func == "count":
+            return "long"
+        if self.func == "avg":
+            return "double"
+        if self.func == "sum":
+            return "double" if self.arg is not None and self.arg.dtype == "double" else "long"
+        return self.arg.dtype if self.arg is not None else "long"
+
+    def __str__(self) -> str:
+        inner = E.render(self.arg) if self.arg is not None else "*"
+        return f"{self.func.upper()}({inner})" + ("" if self.granted else " [not granted: NULL]")
+
+
+@dataclass(frozen=True)
+class Aggregate(Node):
+    """Σ(F, A, s, o): aggregates over event-time windows, optionally grouped."""
+
+    child: Node
+    aggregates: tuple[AggCall, ...]
+    group_by: tuple[tuple[str, E.Expr], ...]
+    window: Window | None
+    event_time: tuple[E.Expr, ...]  # the row's time is the latest of these (joins have two)
+    items: tuple[str, ...] = ()  # output order of groups and aggregates, as the query lists them
+    id: str = field(default="", compare=False)
+
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def with_children(self, children: tuple[Node, ...]) -> Node:
+        return replace(self, child=children[0])
+
+    @property
+    def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
+        by_name = {name: Field(None, name, e.dtype) for name, e in self.group_by}
+        by_name.update({a.name: Field(None, a.name, a.dtype) for a in self.aggregates})
+        order = self.items or tuple(by_name)
+        return (Field(None, "window_start", "timestamp"), Field(None, "window_end", "timestamp")) + tuple(
+            by_name[n] for n in order
+        )
+
+    @property
+    def label(self) -> str:
+        groups = f" GROUP BY {', '.join(E.render(e) for _, e in self.group_by)}" if self.group_by else ""
+        return f"Σ {', '.join(map(str, self.aggregates))} over {self.window or '[UNBOUNDED]'}{groups}"
+
+
+@dataclass(frozen=True)
+class Join(Node):
+    """Join(P) of two inputs over their windows (the co-existence condition on ``ts``)."""
+
+    left: Node
+    right: Node
+    predicate: E.Expr
+    left_window: Window | None
+    right_window: Window | None
+    id: str = field(default="", compare=False)
+
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    def with_children(self, children: tuple[Node, ...]) -> Node:
+        return replace(self, left=children[0], right=children[1])
+
+    @property
+    def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
+        return self.left.fields + self.right.fields
+
+    @property
+    def label(self) -> str:
+        return f"Join {E.render(self.predicate)} {self.left_window or ''} {self.right_window or ''}".rstrip()
+
+
+@dataclass(frozen=True)
+class View:
+    """One policy's view inside a secure view: its condition and the attributes it grants.
+
+    ``condition`` is already instantiated for the user (``self.`` replaced) and points at
+    the graph's relations; ``attributes`` None grants every attribute.
+    """
+
+    policy_id: str
+    condition: E.Expr
+    attributes: frozenset[tuple[str, str]] | None  # (relation, attribute)
+
+    def grants(self, f: Field) -> bool:
+        return self.attributes is None or (f.relation or "", f.name) in self.attributes
+
+
+@dataclass(frozen=True)
+class SecureView(Node):
+    """Sec_View over one or more merged policies (Definition 5.1, merged per tuple).
+
+    A row passes when at least one view's condition is TRUE; each attribute keeps its value
+    when one of the views that hold grants it, else it becomes NULL. ``ts`` is always kept.
+    The ids of the views that hold are attached as ``_policies``.
+    """
+
+    child: Node
+    views: tuple[View, ...]
+    kind: str  # read | join | aggregate
+    id: str = field(default="", compare=False)
+
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    def with_children(self, children: tuple[Node, ...]) -> Node:
+        return replace(self, child=children[0])
+
+    @property
+    def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
+        return self.child.fields
+
+    @property
+    def policy_ids(self) -> tuple[str, ...]:
+        return tuple(v.policy_id for v in self.views)
+
+    @property
+    def label(self) -> str:
+        return f"Sec_View[{self.kind}] {', '.join(self.policy_ids)}"
+
+    def granted(self, f: Field) -> bool:
+        """Whether some view may show ``f`` (else it is NULL in every row)."""
+        return f.name == "ts" or any(v.grants(f) for v in self.views)
+
+
+# -- traversal --------------------------------------------------------------------------
+def walk(node: Node) -> Iterator[Node]:
+    """Every node, children before parents (each shared node once)."""
+    seen: set[int] = set()
+
+    def visit(n: Node) -> Iterator[Node]:
+        if id(n) in seen:
+            return
+        seen.add(id(n))
+        for child in n.children():
+            yield from visit(child)
+        yield n
+
+    yield from visit(node)
+
+
+def transform(node: Node, fn: Callable[[Node], Node | None]) -> Node:
+    """Rebuild bottom-up with memoization; ``fn`` returns a replacement or None."""
+    memo: dict[int, Node] = {}
+
+    def visit(n: Node) -> Node:
+        if id(n) in memo:
+            return memo[id(n)]
+        children = tuple(visit(c) for c in n.children())
+        rebuilt = n.with_children(children) if any(a is not b for a, b in zip(children, n.children())) else n
+        result = fn(rebuilt) or rebuilt
+        memo[id(n)] = result
+        return result
+
+    return visit(node)
+
+
+def sources(node: Node) -> list[Source]:
+    return [n for n in walk(node) if isinstance(n, Source)]
+
+
+def render_tree(node: Node, indent: str = "") -> str:
+    """Indented text of the graph, root first (explain output)."""
+    lines = [f"{indent}{node.label}" + (f"   #{node.id}" if node.id else "")]
+    for child in node.children():
+        lines.append(render_tree(child, indent + "  "))
+    return "\n".join(lines)

@@ -1,0 +1,191 @@
+"""The secure operators of Carminati et al. (section 5.1): Sec_Read, Sec_Join, Sec_Aggr.
+
+Each operator selects the policies that apply (Pol, Pol_join, Pol_agg of Definitions
+5.2–5.4), instantiates them for the user and returns the views to enforce, plus one
+:class:`Decision` per policy it considered saying whether it applied and, if not, why
+(``explain`` shows these to the user).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from streamwarden.catalog.model import Catalog, Policy, User
+from streamwarden.language.ast import Window
+from streamwarden.plan import expr as E
+from streamwarden.plan.nodes import AggCall, Aggregate, Join, Source, View
+from streamwarden.rewrite.implication import implies
+from streamwarden.rewrite.instantiate import NotApplicable, instantiate
+
+
+@dataclass(frozen=True)
+class Obj:
+    """The protection-object-like description of a stream in the graph (section 5.1)."""
+
+    relations: tuple[tuple[str, str], ...]  # (relation, stream), in FROM order
+    exps: tuple[E.Expr, ...]  # predicates of the σ and Join operators below
+
+    @property
+    def streams(self) -> tuple[str, ...]:
+        return tuple(stream for _, stream in self.relations)
+
+    def relation_of(self) -> dict[str, str] | None:
+        """stream -> relation, or None when a stream occurs twice (a self-join)."""
+        mapping = {stream: relation for relation, stream in self.relations}
+        return mapping if len(mapping) == len(self.relations) else None
+
+    def union(self, other: "Obj", extra: tuple[E.Expr, ...]) -> "Obj":
+        return Obj(self.relations + other.relations, self.exps + other.exps + extra)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether a policy applied at an operator of the query, and why not."""
+
+    policy_id: str
+    operator: str
+    applied: bool
+    reason: str = ""
+
+
+@dataclass
+class Context:
+    catalog: Catalog
+    user: User
+
+    @property
+    def policies(self) -> tuple[Policy, ...]:
+        return self.catalog.policies_for(self.user.name)
+
+
+def sec_read(ctx: Context, source: Source, operator: str) -> tuple[list[View], list[Decision]]:
+    """Pol(S, u): read policies on exactly this stream (Definition 5.2)."""
+    views, decisions = [], []
+    for policy in ctx.policies:
+        if policy.streams != (source.stream,):
+            continue
+        if policy.privilege != "read":
+            decisions.append(Decision(policy.id, operator, False,
+                                      f"grants {policy.privilege}, not read: it can only authorize {policy.privilege.upper()} aggregates"))
+            continue
+        view = instantiate(policy, ctx.user, {source.stream: source.relation}, ctx.catalog.streams)
+        if isinstance(view, NotApplicable):
+            decisions.append(Decision(policy.id, operator, False, view.reason))
+            continue
+        views.append(view)
+        decisions.append(Decision(policy.id, operator, True))
+    return views, decisions
+
+
+def sec_join(ctx: Context, left: Obj, right: Obj, join: Join, operator: str) -> tuple[list[View], list[Decision]]:
+    """Pol_join(S1, S2, u) (Definition 5.4): read policies over exactly the joined streams,
+    whose condition implies the join predicate and which grant every attribute the
+    selections below the join read (so those selections cannot leak, inference prevention)."""
+    obj = left.union(right, ())
+    relation_of = obj.relation_of()
+    views, decisions = [], []
+    below = frozenset((c.relation, c.name) for e in obj.exps for c in E.columns(e))
+    for policy in ctx.policies:
+        if len(policy.streams) < 2 or sorted(policy.streams) != sorted(obj.streams):
+            continue
+        if policy.privilege != "read":
+            decisions.append(Decision(policy.id, operator, False, f"grants {policy.privilege}, not read"))
+            continue
+        if relation_of is None:
+            decisions.append(Decision(policy.id, operator, False, "join policies do not apply to a self-join"))
+            continue
+        view = instantiate(policy, ctx.user, relation_of, ctx.catalog.streams)
+        if isinstance(view, NotApplicable):
+            decisions.append(Decision(policy.id, operator, False, view.reason))
+            continue
+        if not implies(view.condition, join.predicate):
+            decisions.append(Decision(policy.id, operator, False,
+                                      f"its condition does not imply the join predicate {E.render(join.predicate)}"))
+            continue
+        missing = sorted(f"{r}.{a}" for r, a in below if view.attributes is not None and (r, a) not in view.attributes)
+        if missing:
+            decisions.append(Decision(policy.id, operator, False,
+                                      f"the selections below the join read {', '.join(missing)}, which it does not grant"))
+            continue
+        views.append(view)
+        decisions.append(Decision(policy.id, operator, True))
+    return views, decisions
+
+
+@dataclass(frozen=True)
+class AggregateGrant:
+    """One policy's Sec_Aggr: its view, the aggregates it grants and the enlarged window."""
+
+    view: View
+    aggregates: tuple[AggCall, ...]
+    window: Window
+
+
+def sec_aggr(ctx: Context, obj: Obj, agg: Aggregate, operator: str) -> tuple[list[AggregateGrant], list[Decision]]:
+    """Pol_agg(S, u) (Definition 5.3): aggregate policies over exactly the aggregated
+    streams, granting the aggregated (and grouping) attributes, whose condition implies
+    every predicate of the query below the aggregate; windows are max(requested, minimum)."""
+    functions = {a.func for a in agg.aggregates}
+    relation_of = obj.relation_of()
+    grants, decisions = [], []
+    wanted = conjoin_all(obj.exps)
+    for policy in ctx.policies:
+        if sorted(policy.streams) != sorted(set(obj.streams)) or policy.privilege == "read":
+            continue
+        if policy.privilege not in functions:
+            decisions.append(Decision(policy.id, operator, False,
+                                      f"grants {policy.privilege.upper()}, the query asks for "
+                                      f"{', '.join(sorted(f.upper() for f in functions))}"))
+            continue
+        if relation_of is None:
+            decisions.append(Decision(policy.id, operator, False, "aggregate policies do not apply to a self-join"))
+            continue
+        view = instantiate(policy, ctx.user, relation_of, ctx.catalog.streams)
+        if isinstance(view, NotApplicable):
+            decisions.append(Decision(policy.id, operator, False, view.reason))
+            continue
+        reason = _aggregate_obstacle(view, agg, wanted)
+        if reason:
+            decisions.append(Decision(policy.id, operator, False, reason))
+            continue
+        granted = tuple(replace(a, granted=a.func == policy.privilege and _grants_all(view, a.arg)) for a in agg.aggregates)
+        if not any(a.granted for a in granted):
+            names = ", ".join(str(a) for a in agg.aggregates if a.func == policy.privilege)
+            decisions.append(Decision(policy.id, operator, False, f"does not grant the attributes of {names}"))
+            continue
+        grants.append(AggregateGrant(view, granted, enlarged_window(agg.window, policy)))
+        decisions.append(Decision(policy.id, operator, True))
+    return grants, decisions
+
+
+def _aggregate_obstacle(view: View, agg: Aggregate, wanted: E.Expr) -> str:
+    if agg.window is None or agg.window.kind != "range":
+        return "aggregate policies need a [RANGE size SLIDE offset] window to enforce their minimum window"
+    ungrouped = [E.render(g) for _, g in agg.group_by if not _grants_all(view, g)]
+    if ungrouped:
+        return f"the query groups by {', '.join(ungrouped)}, which it does not grant"
+    if not implies(view.condition, wanted):
+        return (f"its condition {E.render(view.condition)} does not imply the query's predicates "
+                f"{E.render(wanted)}: the aggregate would cover tuples outside the authorized view")
+    return ""
+
+
+def _grants_all(view: View, expr: E.Expr | None) -> bool:
+    if expr is None:
+        return True
+    return all(view.attributes is None or (c.relation, c.name) in view.attributes for c in E.columns(expr))
+
+
+def enlarged_window(window: Window | None, policy: Policy) -> Window:
+    """Sec_Aggr's window: max(requested, policy minimum) for size and offset."""
+    assert window is not None and window.size_seconds is not None
+    size = window.size_seconds
+    slide = window.slide_seconds or size
+    if policy.window is not None:
+        size = max(size, policy.window[0])
+        slide = max(slide, policy.window[1])
+    return Window("range", size, slide, span=window.span)
+
+
+def conjoin_all(exps: tuple[E.Expr, ...]) -> E.Expr:
+    return E.conjoin([c for e in exps for c in E.conjuncts(e)])
