@@ -1,0 +1,174 @@
+"""``streamwarden`` command line: a thin layer over :mod:`streamwarden.api`.
+
+Commands: ``check`` (validate a catalog and load it into the store), ``explain``
+(authorized graphs, policies, Spark SQL, refusals), ``replay`` (run over recorded
+files), ``run`` (continuous, checkpointed), ``action`` (start/stop/retarget an action
+in the live store), ``demo`` and ``bench``. Errors print one line on stderr naming what
+is wrong and where, and exit with status 2 (bad input) or 1 (failure while running).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from streamwarden.errors import SourceError, StreamwardenError
+
+EXIT_BAD_INPUT = 2
+EXIT_FAILURE = 1
+
+
+def _inputs(pairs: Sequence[str]) -> dict[str, str]:
+    inputs: dict[str, str] = {}
+    for pair in pairs or ():
+        stream, sep, path = pair.partition("=")
+        if not sep or not stream or not path:
+            raise StreamwardenError(f"--input expects STREAM=PATH, got {pair!r}")
+        inputs[stream] = path
+    return inputs
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="streamwarden", description="Access control for continuous queries on Spark.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    check = sub.add_parser("check", help="validate a catalog file and load it into the store")
+    check.add_argument("catalog")
+    check.add_argument("--store", default=None, help="SQLAlchemy URL of the catalog store (default: no store)")
+
+    def query_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--catalog", required=True)
+        p.add_argument("--user", required=True)
+        p.add_argument("--query", required=True, help="the CQL query")
+
+    explain = sub.add_parser("explain", help="show the authorized graphs of a query")
+    query_args(explain)
+    explain.add_argument("--format", choices=("text", "json"), default="text")
+
+    replay = sub.add_parser("replay", help="run the authorized query over recorded files")
+    query_args(replay)
+    replay.add_argument("--input", action="append", default=[], metavar="STREAM=PATH")
+    replay.add_argument("--output", required=True)
+    replay.add_argument("--store", default=None, help="read action values from this store")
+
+    run = sub.add_parser("run", help="run the authorized query continuously over file streams")
+    query_args(run)
+    run.add_argument("--input", action="append", default=[], metavar="STREAM=DIR")
+    run.add_argument("--sink", required=True, help="output directory, or 'console'")
+    run.add_argument("--checkpoint", default=None)
+    run.add_argument("--store", default="sqlite:///.streamwarden/catalog.db")
+    run.add_argument("--lateness", default="0 seconds", help="watermark delay for out-of-order input")
+    run.add_argument("--trigger", default="2 seconds")
+    run.add_argument("--available-now", action="store_true", help="process what is there, then stop")
+
+    action = sub.add_parser("action", help="update an action in the live store (start, end, target)")
+    action.add_argument("name")
+    action.add_argument("--store", default="sqlite:///.streamwarden/catalog.db")
+    action.add_argument("--start", default=None)
+    action.add_argument("--end", default=None)
+    action.add_argument("--target", type=float, default=None)
+    action.add_argument("--clear", action="store_true", help="mark the action as not taking place")
+
+    demo = sub.add_parser("demo", help="the drill scenario: three users, one shared stream engine")
+    demo.add_argument("--workdir", default=".streamwarden/demo")
+    demo.add_argument("--soldiers", type=int, default=40)
+    demo.add_argument("--minutes", type=float, default=20.0)
+
+    sub.add_parser("bench", help="run the benchmarks (same as make bench)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except SourceError as exc:
+        print(f"error: {exc.one_line()}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except StreamwardenError as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from streamwarden import api
+
+    if args.command == "check":
+        catalog = api.load_catalog(args.catalog)
+        if args.store:
+            api.CatalogStore(args.store).save(catalog)
+        print(f"{args.catalog}: ok — {len(catalog.streams)} streams, {len(catalog.roles)} roles, "
+              f"{len(catalog.users)} users, {len(catalog.actions)} actions, {len(catalog.policies)} policies")
+        return 0
+    if args.command == "explain":
+        from streamwarden.explain import explain_json, explain_text
+
+        catalog = api.load_catalog(args.catalog)
+        rewriting = api.authorize(catalog, args.user, args.query)
+        if args.format == "json":
+            print(json.dumps(explain_json(rewriting), indent=2))
+        else:
+            print(explain_text(rewriting, catalog), end="")
+        return 0
+    if args.command == "replay":
+        catalog = api.load_catalog(args.catalog)
+        count = api.replay_to_file(catalog, args.user, args.query, _inputs(args.input), args.output,
+                                   store_url=args.store)
+        print(f"{count} rows written to {args.output}", file=sys.stderr)
+        return 0
+    if args.command == "run":
+        catalog = api.load_catalog(args.catalog)
+        query = api.run(catalog, args.user, args.query, _inputs(args.input), args.sink,
+                        checkpoint=args.checkpoint, store_url=args.store, lateness=args.lateness,
+                        trigger=args.trigger, available_now=args.available_now)
+        print(f"running {query.id} -> {args.sink} (Ctrl-C to stop)", file=sys.stderr)
+        try:
+            query.awaitTermination()
+        finally:
+            if query.isActive:
+                query.stop()
+        return 0
+    if args.command == "action":
+        return _action(args)
+    if args.command == "demo":
+        from streamwarden.demo import run_demo
+
+        return run_demo(Path(args.workdir), soldiers=args.soldiers, minutes=args.minutes)
+    if args.command == "bench":
+        import runpy
+
+        runpy.run_module("bench.run", run_name="__main__")
+        return 0
+    raise AssertionError(args.command)
+
+
+def _action(args: argparse.Namespace) -> int:
+    from streamwarden.catalog.store import CatalogStore
+    from streamwarden.language.expressions import parse_timestamp
+
+    values: dict[str, object] = {}
+    try:
+        if args.clear:
+            values.update(start=None, end=None)
+        if args.start:
+            values["start"] = parse_timestamp(args.start)
+        if args.end:
+            values["end"] = parse_timestamp(args.end)
+    except ValueError as exc:
+        raise StreamwardenError(f"not an ISO-8601 timestamp: {exc}") from None
+    if args.target is not None:
+        values["target"] = args.target
+    if not values:
+        raise StreamwardenError("say what to change: --start, --end, --target or --clear")
+    CatalogStore(args.store).set_action(args.name, **values)
+    print(f"action {args.name} updated in {args.store}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

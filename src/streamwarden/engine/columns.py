@@ -1,0 +1,98 @@
+"""Compile bound plan expressions into Spark Column expressions.
+
+Predicates are built as Column trees (code-generated in the JVM), never as SQL text, so
+no value from a catalog or a query is ever pasted into a SQL string. Division uses
+``try_divide`` and comparisons keep SQL three-valued logic, so a bad value makes a row
+not match instead of failing the whole stream.
+
+    >>> from streamwarden.plan.expr import Column as C, Compare, Literal
+    >>> str(compile_expr(Compare(">=", C("P", "Pos", "double"), Literal(5, "int")), physical_column))  # doctest: +SKIP
+    "Column<'(P__Pos >= 5)'>"
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import functions as F
+
+from streamwarden.errors import UnsupportedError
+from streamwarden.plan import expr as E
+
+Resolver = Callable[[E.Column], SparkColumn]
+
+SPARK_TYPES = {
+    "timestamp": "timestamp", "int": "int", "long": "bigint", "double": "double",
+    "string": "string", "boolean": "boolean",
+}
+
+
+def physical_name(relation: str | None, name: str) -> str:
+    """Column name of a relation's attribute inside compiled DataFrames."""
+    return f"{relation}__{name}" if relation else name
+
+
+def physical_column(column: E.Column) -> SparkColumn:
+    return F.col(physical_name(column.relation, column.name))
+
+
+def action_column(action: str, kind: str) -> str:
+    return f"__action__{action}__{kind}"
+
+
+def compile_expr(expr: E.Expr, resolve: Resolver = physical_column) -> SparkColumn:
+    """A Spark Column computing ``expr``; ``resolve`` maps plan columns to DataFrame columns."""
+    c = lambda e: compile_expr(e, resolve)  # noqa: E731
+    if isinstance(expr, E.Column):
+        return resolve(expr)
+    if isinstance(expr, E.Literal):
+        return literal(expr)
+    if isinstance(expr, E.ActionValue):
+        return F.col(action_column(expr.action, expr.kind))
+    if isinstance(expr, E.TimeOfDay):
+        ts = c(expr.operand)
+        return F.hour(ts) * 3600 + F.minute(ts) * 60 + F.second(ts)
+    if isinstance(expr, E.Compare):
+        left, right = c(expr.left), c(expr.right)
+        return {
+            "=": lambda: left == right, "<>": lambda: left != right, "<": lambda: left < right,
+            "<=": lambda: left <= right, ">": lambda: left > right, ">=": lambda: left >= right,
+        }[expr.op]()
+    if isinstance(expr, E.Arith):
+        return _arith(expr, c)
+    if isinstance(expr, E.Negate):
+        return -c(expr.operand)
+    if isinstance(expr, E.And):
+        return c(expr.left) & c(expr.right)
+    if isinstance(expr, E.Or):
+        return c(expr.left) | c(expr.right)
+    if isinstance(expr, E.Not):
+        return ~c(expr.operand)
+    if isinstance(expr, E.IsNull):
+        return c(expr.operand).isNotNull() if expr.negated else c(expr.operand).isNull()
+    if isinstance(expr, E.ProfileRef):
+        raise UnsupportedError(f"self.{expr.attr} must be replaced by a profile value before execution")
+    raise UnsupportedError(f"the Spark backend cannot compile {type(expr).__name__}")
+
+
+def _arith(expr: E.Arith, c: Callable[[E.Expr], SparkColumn]) -> SparkColumn:
+    if expr.left.dtype == "timestamp" and expr.right.dtype == "timestamp":
+        return (F.unix_micros(c(expr.left)) - F.unix_micros(c(expr.right))) / F.lit(1_000_000.0)
+    left, right = c(expr.left), c(expr.right)
+    if expr.op == "/":
+        return F.try_divide(left.cast("double"), right.cast("double"))
+    if expr.op == "%":
+        return F.try_mod(left, right)
+    if expr.dtype == "long":
+        left, right = left.cast("bigint"), right.cast("bigint")
+    return {"+": lambda: left + right, "-": lambda: left - right, "*": lambda: left * right}[expr.op]()
+
+
+def literal(lit: E.Literal) -> SparkColumn:
+    if lit.value is None:
+        return F.lit(None)
+    spark_type = SPARK_TYPES.get(lit.dtype)
+    if lit.dtype == "time_of_day":
+        return F.lit(int(lit.value))  # type: ignore[call-overload]
+    return F.lit(lit.value).cast(spark_type) if spark_type else F.lit(lit.value)

@@ -1,0 +1,219 @@
+"""Compile authorized graphs into Spark DataFrames, one small function per operator.
+
+The compiler is the same for replay (batch DataFrames over recorded files) and for a
+continuous run (streaming DataFrames): only the inputs differ, so both produce the same
+rows. Every intermediate DataFrame holds one column per plan field (``relation__attr``)
+and, below the first secure view, an array ``_policies`` naming the policies that let the
+row through.
+
+    >>> # compile_graph(graph.root, Inputs(frames={"Position": df}))  -> DataFrame
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from streamwarden.errors import UnsupportedError
+from streamwarden.language.ast import Window
+from streamwarden.plan import expr as E
+from streamwarden.plan.nodes import AggCall, Aggregate, Filter, Join, Node, Project, SecureView, Source, sources, walk
+from streamwarden.engine.columns import SPARK_TYPES, compile_expr, physical_name
+
+POLICIES = "_policies"
+
+
+@dataclass
+class Inputs:
+    """The compiled inputs of a graph: one DataFrame per relation, already renamed.
+
+    ``actions`` is a one-row frame of live action values; ``streaming`` selects the
+    checks that only apply to streaming DataFrames.
+    """
+
+    frames: dict[str, DataFrame]
+    actions: DataFrame | None = None
+    action_names: tuple[str, ...] = ()
+    streaming: bool = False
+    lateness: str = "0 seconds"
+
+
+def compile_graph(root: Node, inputs: Inputs) -> DataFrame:
+    """The DataFrame computing ``root`` (memoized per node within ``inputs``)."""
+    needs_actions = bool(_graph_actions(root))
+    return _Compiler(inputs, needs_actions).compile(root)
+
+
+def _graph_actions(root: Node) -> set[str]:
+    found: set[str] = set()
+    for node in walk(root):
+        exprs: list[E.Expr] = []
+        if isinstance(node, Filter):
+            exprs.append(node.predicate)
+        elif isinstance(node, SecureView):
+            exprs.extend(v.condition for v in node.views)
+        elif isinstance(node, Join):
+            exprs.append(node.predicate)
+        elif isinstance(node, Project):
+            exprs.extend(e for _, e in node.items)
+        found |= {a.action for e in exprs for a in E.action_refs(e)}
+    return found
+
+
+class _Compiler:
+    def __init__(self, inputs: Inputs, needs_actions: bool):
+        self.inputs = inputs
+        self.needs_actions = needs_actions
+        self.memo: dict[int, DataFrame] = {}
+        self.handlers: dict[type, Callable[[Node], DataFrame]] = {
+            Source: self.source, Filter: self.filter, SecureView: self.secure_view,
+            Project: self.project, Join: self.join, Aggregate: self.aggregate,
+        }
+
+    def compile(self, node: Node) -> DataFrame:
+        key = id(node)
+        if key not in self.memo:
+            handler = self.handlers.get(type(node))
+            if handler is None:
+                raise UnsupportedError(f"the Spark backend cannot run {type(node).__name__} (node {node.id})")
+            self.memo[key] = handler(node)
+        return self.memo[key]
+
+    # -- one function per operator ----------------------------------------------------------
+    def source(self, node: Source) -> DataFrame:  # type: ignore[override]
+        frame = self.inputs.frames[node.relation]
+        if self.inputs.streaming:
+            frame = frame.withWatermark(physical_name(node.relation, "ts"), self.inputs.lateness)
+        if self.needs_actions and self.inputs.actions is not None:
+            frame = frame.crossJoin(self.inputs.actions)
+        return frame
+
+    def filter(self, node: Filter) -> DataFrame:  # type: ignore[override]
+        return self.compile(node.child).filter(compile_expr(node.predicate))
+
+    def secure_view(self, node: SecureView) -> DataFrame:  # type: ignore[override]
+        frame = self.compile(node.child)
+        conditions = [f"__view{i}" for i in range(len(node.views))]
+        # Evaluate each policy condition once; NULL (unknown) counts as not holding.
+        frame = frame.select("*", *[
+            F.coalesce(compile_expr(v.condition), F.lit(False)).alias(name) for v, name in zip(node.views, conditions)
+        ])
+        holding = F.filter(
+            F.array(*[F.when(F.col(c), F.lit(v.policy_id)) for v, c in zip(node.views, conditions)]),
+            lambda x: x.isNotNull(),
+        )
+        passes = F.lit(False)
+        for c in conditions:
+            passes = passes | F.col(c)
+        frame = frame.filter(passes)
+        masked = []
+        for f in node.fields:
+            column = physical_name(f.relation, f.name)
+            grantors = [F.col(c) for v, c in zip(node.views, conditions) if v.grants(f)]
+            if f.name == "ts" or len(grantors) == len(conditions):
+                masked.append(F.col(column))
+            elif not grantors:
+                masked.append(F.lit(None).cast(SPARK_TYPES.get(f.dtype, "string")).alias(column))
+            else:
+                visible = grantors[0]
+                for g in grantors[1:]:
+                    visible = visible | g
+                masked.append(F.when(visible, F.col(column)).alias(column))
+        extras = [c for c in frame.columns if c.startswith("__action__")]
+        return frame.select(*masked, *extras, holding.alias(POLICIES))
+
+    def project(self, node: Project) -> DataFrame:  # type: ignore[override]
+        frame = self.compile(node.child)
+        keep = [POLICIES] if POLICIES in frame.columns else []
+        return frame.select(*[compile_expr(e).alias(name) for name, e in node.items], *keep)
+
+    def join(self, node: Join) -> DataFrame:  # type: ignore[override]
+        left, right = self.compile(node.left), self.compile(node.right)
+        right = right.drop(*[c for c in right.columns if c.startswith("__action__")])
+        if POLICIES in right.columns:
+            right = right.withColumnRenamed(POLICIES, "__right_policies")
+        condition = compile_expr(node.predicate) & self.coexistence(node)
+        joined = left.join(right, condition, "inner")
+        if "__right_policies" in joined.columns:
+            merged = (F.array_sort(F.array_union(F.col(POLICIES), F.col("__right_policies")))
+                      if POLICIES in left.columns else F.col("__right_policies"))
+            joined = joined.withColumn(POLICIES, merged).drop("__right_policies")
+        return joined
+
+    def coexistence(self, node: Join) -> SparkColumn:
+        """a.ts - wb <= b.ts <= a.ts + wa for every left input a and the right input b."""
+        condition = F.lit(True)
+        for a in sources(node.left):
+            for b in sources(node.right):
+                wa, wb = _range_seconds(a.window), _range_seconds(b.window)
+                ta, tb = F.col(physical_name(a.relation, "ts")), F.col(physical_name(b.relation, "ts"))
+                if wb is not None:
+                    condition = condition & (tb >= ta - F.expr(f"INTERVAL {_micros(wb)} MICROSECONDS"))
+                if wa is not None:
+                    condition = condition & (tb <= ta + F.expr(f"INTERVAL {_micros(wa)} MICROSECONDS"))
+        return condition
+
+    def aggregate(self, node: Aggregate) -> DataFrame:  # type: ignore[override]
+        frame = self.compile(node.child)
+        window = node.window
+        if window is None or window.kind != "range" or window.size_seconds is None:
+            raise UnsupportedError(
+                f"aggregation needs a [RANGE size [SLIDE offset]] window on Spark (node {node.id} has "
+                f"{window or 'no window'}); count-based windows come with information-flow control")
+        times = [compile_expr(t) for t in node.event_time]
+        if len(times) > 1 and self.inputs.streaming:
+            raise UnsupportedError("a continuous run cannot aggregate over a join yet; use replay")
+        event_time = times[0] if len(times) == 1 else F.greatest(*times)
+        size = window.size_seconds
+        slide = window.slide_seconds or size
+        if slide <= size:
+            bucket = F.window(event_time, f"{_micros(size)} microseconds", f"{_micros(slide)} microseconds")
+        else:
+            # Hopping windows with gaps: tumble by the offset, keep the first `size` of each.
+            frame = frame.filter(F.unix_micros(event_time) % F.lit(_micros(slide)) < F.lit(_micros(size)))
+            bucket = F.window(event_time, f"{_micros(slide)} microseconds")
+        groups = [compile_expr(g).alias(name) for name, g in node.group_by]
+        aggs = [_aggregate(a).alias(a.name) for a in node.aggregates]
+        if POLICIES in frame.columns:
+            aggs.append(F.array_sort(F.array_distinct(F.flatten(F.collect_list(POLICIES)))).alias(POLICIES))
+        grouped = frame.groupBy(bucket.alias("__window"), *groups).agg(*aggs)
+        order = [F.col(name) for name in node.items]
+        keep = [F.col(POLICIES)] if POLICIES in frame.columns else []
+        return grouped.select(
+            F.col("__window.start").alias("window_start"),
+            (F.col("__window.start") + F.expr(f"INTERVAL {_micros(size)} MICROSECONDS")).alias("window_end"),
+            *order, *keep,
+        )
+
+
+def _aggregate(call: AggCall) -> SparkColumn:
+    if not call.granted:
+        return F.lit(None).cast(SPARK_TYPES.get(call.dtype, "double"))
+    if call.arg is None:
+        return F.count(F.lit(1))
+    arg = compile_expr(call.arg)
+    return {"min": F.min, "max": F.max, "count": F.count, "avg": F.avg, "sum": F.sum}[call.func](arg)
+
+
+def _range_seconds(window: Window | None) -> float | None:
+    """Seconds a tuple stays in its window; None = unbounded (no window or UNBOUNDED)."""
+    if window is None or window.kind == "unbounded":
+        return None
+    if window.kind == "now":
+        return 0.0
+    if window.kind == "rows":
+        raise UnsupportedError("joins over count-based windows ([ROWS n]) are not supported by the Spark backend yet")
+    return window.size_seconds
+
+
+def _micros(seconds: float) -> int:
+    return int(round(seconds * 1_000_000))
+
+
+def action_names(root: Node) -> set[str]:
+    """Actions whose values the graph reads at run time."""
+    return _graph_actions(root)

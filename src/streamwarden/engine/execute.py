@@ -1,0 +1,169 @@
+"""Run authorized graphs on Spark: replay over recorded files, or continuously.
+
+Both modes build the same DataFrames (see :mod:`streamwarden.engine.compiler`) and the
+same output rows: the query's columns with timestamps as ISO-8601 UTC strings, plus
+``_policies`` (ids of the policies that authorized the row) and ``_graph`` (the
+authorized graph that produced it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Mapping
+
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from streamwarden.catalog.model import Catalog
+from streamwarden.engine.actions import actions_frame
+from streamwarden.engine.compiler import POLICIES, Inputs, action_names, compile_graph
+from streamwarden.engine.sources import as_relation, read_input
+from streamwarden.errors import InputError, UnsupportedError
+from streamwarden.plan.nodes import sources
+from streamwarden.rewrite.algorithm import AuthorizedGraph, Rewriting
+
+GRAPH = "_graph"
+
+
+def iso_timestamp(column: SparkColumn) -> SparkColumn:
+    """``2026-03-01T10:00:00Z`` (``.ffffff`` only when there are microseconds)."""
+    micros = F.unix_micros(column) % F.lit(1_000_000)
+    fraction = F.when(micros != 0, F.concat(F.lit("."), F.lpad(micros.cast("string"), 6, "0"))).otherwise(F.lit(""))
+    return F.concat(F.date_format(column, "yyyy-MM-dd'T'HH:mm:ss"), fraction, F.lit("Z"))
+
+
+def output_frame(graph: AuthorizedGraph, frame: DataFrame) -> DataFrame:
+    """The rows a user receives from ``graph``: its columns, ``_policies`` and ``_graph``."""
+    columns = []
+    for f in graph.root.fields:
+        name = f.name
+        column = F.col(f"`{name}`")
+        columns.append((iso_timestamp(column) if f.dtype == "timestamp" else column).alias(name))
+    policies = F.col(POLICIES) if POLICIES in frame.columns else F.array().cast("array<string>")
+    return frame.select(*columns, policies.alias(POLICIES), F.lit(graph.id).alias(GRAPH))
+
+
+@dataclass
+class Job:
+    """The compiled DataFrames of every deployed graph of one rewriting."""
+
+    rewriting: Rewriting
+    frames: list[tuple[AuthorizedGraph, DataFrame]]
+
+    def union(self) -> DataFrame | None:
+        outputs = [output_frame(g, f) for g, f in self.frames]
+        if not outputs:
+            return None
+        result = outputs[0]
+        for other in outputs[1:]:
+            result = result.unionByName(other)
+        return result
+
+
+def build_job(
+    spark: SparkSession,
+    catalog: Catalog,
+    rewriting: Rewriting,
+    inputs: Mapping[str, str | Path],
+    *,
+    streaming: bool,
+    store_url: str | None = None,
+    lateness: str = "0 seconds",
+    max_files_per_trigger: int | None = None,
+) -> Job:
+    """Read the inputs and compile each deployed graph of ``rewriting``."""
+    graphs = rewriting.deployed
+    needed = {s.stream for g in graphs for s in sources(g.root)} | {s.stream for s in sources(rewriting.plan)}
+    missing = sorted(needed - set(inputs))
+    if missing:
+        raise InputError(f"no input given for stream {', '.join(missing)} (use --input {missing[0]}=PATH)")
+    unknown = sorted(set(inputs) - set(catalog.streams))
+    if unknown:
+        raise InputError(f"--input names unknown stream {unknown[0]!r} (catalog streams: {', '.join(catalog.streams)})")
+    raw = {name: read_input(spark, catalog.streams[name], inputs[name], streaming=streaming,
+                            max_files_per_trigger=max_files_per_trigger) for name in sorted(needed)}
+    frames = {s.relation: as_relation(raw[s.stream], catalog.streams[s.stream], s.relation) for s in sources(rewriting.plan)}
+    names = sorted({a for g in graphs for a in action_names(g.root)})
+    actions = actions_frame(spark, store_url, names, dict(catalog.actions)) if names else None
+    compiled = []
+    for graph in graphs:
+        context = Inputs(frames, actions, tuple(names), streaming, lateness)
+        compiled.append((graph, compile_graph(graph.root, context)))
+    return Job(rewriting, compiled)
+
+
+_BROKEN = re.compile(r"broken record in stream [^\n]*")
+
+
+@contextmanager
+def input_errors() -> Iterator[None]:
+    """Turn Spark's failure on a broken input record into one clear :class:`InputError`."""
+    try:
+        yield
+    except Exception as exc:  # py4j and pyspark raise several unrelated types
+        match = _BROKEN.search(str(exc))
+        if match is None:
+            raise
+        raise InputError(match.group(0).strip()) from None
+
+
+def replay_rows(job: Job) -> Iterator[str]:
+    """JSON lines of every result row, in a stable order (graph, then columns)."""
+    frame = job.union()
+    if frame is None:
+        return
+    order = [F.col(GRAPH)] + [F.col(f"`{c}`") for c in frame.columns if c not in (GRAPH, POLICIES)]
+    with input_errors():
+        yield from frame.orderBy(*order).toJSON().toLocalIterator()
+
+
+def write_replay(job: Job, output: str | Path) -> int:
+    """Write the replay result as JSON lines; returns the number of rows."""
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    tmp = output.with_name(output.name + ".partial")
+    with tmp.open("w", encoding="utf-8") as handle:
+        for line in replay_rows(job):
+            handle.write(line + "\n")
+            count += 1
+    tmp.replace(output)  # a failed replay never leaves a half-written result behind
+    return count
+
+
+def start_stream(
+    job: Job,
+    sink: str,
+    checkpoint: str | Path,
+    *,
+    trigger: str | None = None,
+    available_now: bool = False,
+    query_name: str | None = None,
+) -> StreamingQuery:
+    """Start the continuous query writing JSON files to ``sink`` (or ``console``)."""
+    frame = job.union()
+    if frame is None:
+        raise UnsupportedError("nothing to run: no authorized graph can be deployed for this query (see explain)")
+    writer = frame.writeStream.outputMode("append").option("checkpointLocation", str(checkpoint))
+    if query_name:
+        writer = writer.queryName(query_name)
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    elif trigger:
+        writer = writer.trigger(processingTime=trigger)
+    if sink == "console":
+        return writer.format("console").option("truncate", "false").start()
+    Path(sink).mkdir(parents=True, exist_ok=True)
+    return writer.format("json").option("ignoreNullFields", "false").option("path", str(sink)).start()
+
+
+def read_sink(spark: SparkSession, sink: str | Path) -> list[dict]:
+    """Rows a continuous run has committed to ``sink`` (exactly once, via its metadata log)."""
+    frame = spark.read.json(str(sink))
+    return [json.loads(line) for line in frame.toJSON().collect()]

@@ -1,0 +1,83 @@
+"""Render an authorized graph as the Spark SQL it compiles to (for ``explain``).
+
+This text is for people: the engine builds Column expressions directly and never runs
+it. It mirrors :mod:`streamwarden.engine.compiler` operator by operator, with the same
+physical column names (``relation__attr``) and the same secure-view masking.
+
+    >>> from streamwarden.plan.nodes import Source
+    >>> print(to_sql(Source("Position", "Position", (("ts", "timestamp"), ("Pos", "double")))))
+    SELECT ts AS Position__ts, Pos AS Position__Pos FROM Position
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from streamwarden.engine.columns import physical_name
+from streamwarden.plan import expr as E
+from streamwarden.plan.nodes import Aggregate, Filter, Join, Node, Project, SecureView, Source, sources
+
+
+def sql_expr(expr: E.Expr) -> str:
+    text = E.render(expr)
+    for column in sorted(E.columns(expr), key=lambda c: -len(c.relation + c.name)):
+        text = text.replace(f"{column.relation}.{column.name}", physical_name(column.relation, column.name))
+    for action in E.action_refs(expr):
+        text = text.replace(f"{action.kind}({action.action})", f"__action__{action.action}__{action.kind}")
+    return text
+
+
+def _sub(node: Node) -> str:
+    return "(\n" + textwrap.indent(to_sql(node), "  ") + "\n)"
+
+
+def to_sql(node: Node) -> str:
+    """Spark SQL text equivalent to ``node``."""
+    if isinstance(node, Source):
+        cols = ", ".join(f"{n} AS {physical_name(node.relation, n)}" for n, _ in node.schema)
+        return f"SELECT {cols} FROM {node.stream}"
+    if isinstance(node, Filter):
+        return f"SELECT * FROM {_sub(node.child)} WHERE {sql_expr(node.predicate)}"
+    if isinstance(node, SecureView):
+        conds = [f"coalesce({sql_expr(v.condition)}, false)" for v in node.views]
+        cols = []
+        for f in node.fields:
+            name = physical_name(f.relation, f.name)
+            grantors = [c for v, c in zip(node.views, conds) if v.grants(f)]
+            if f.name == "ts" or len(grantors) == len(conds):
+                cols.append(name)
+            elif not grantors:
+                cols.append(f"NULL AS {name}")
+            else:
+                cols.append(f"CASE WHEN {' OR '.join(grantors)} THEN {name} END AS {name}")
+        policies = ", ".join(f"CASE WHEN {c} THEN '{v.policy_id}' END" for v, c in zip(node.views, conds))
+        cols.append(f"filter(array({policies}), p -> p IS NOT NULL) AS _policies")
+        return f"SELECT {', '.join(cols)}\nFROM {_sub(node.child)}\nWHERE {' OR '.join(conds)}"
+    if isinstance(node, Project):
+        items = ", ".join(f"{sql_expr(e)} AS `{n}`" for n, e in node.items)
+        return f"SELECT {items}, _policies FROM {_sub(node.child)}"
+    if isinstance(node, Join):
+        bounds = []
+        for a in sources(node.left):
+            for b in sources(node.right):
+                ta, tb = physical_name(a.relation, "ts"), physical_name(b.relation, "ts")
+                if b.window is not None and b.window.size_seconds is not None:
+                    bounds.append(f"{tb} >= {ta} - INTERVAL {b.window.size_seconds:g} SECONDS")
+                if a.window is not None and a.window.size_seconds is not None:
+                    bounds.append(f"{tb} <= {ta} + INTERVAL {a.window.size_seconds:g} SECONDS")
+        on = " AND ".join([sql_expr(node.predicate)] + bounds)
+        return f"SELECT * FROM {_sub(node.left)} l\nJOIN {_sub(node.right)} r\nON {on}"
+    if isinstance(node, Aggregate):
+        w = node.window
+        size = f"{w.size_seconds:g} seconds" if w and w.size_seconds else "?"
+        slide = f"{(w.slide_seconds or w.size_seconds):g} seconds" if w and w.size_seconds else "?"
+        time = sql_expr(node.event_time[0]) if len(node.event_time) == 1 else \
+            f"greatest({', '.join(sql_expr(t) for t in node.event_time)})"
+        aggs = [f"{a.func}({sql_expr(a.arg) if a.arg is not None else '*'}) AS `{a.name}`" if a.granted
+                else f"NULL AS `{a.name}`" for a in node.aggregates]
+        groups = [f"{sql_expr(g)} AS `{n}`" for n, g in node.group_by]
+        by = ", ".join([f"window({time}, '{size}', '{slide}')"] + [sql_expr(g) for _, g in node.group_by])
+        cols = ["window.start AS window_start", "window.end AS window_end", *groups, *aggs,
+                "array_sort(array_distinct(flatten(collect_list(_policies)))) AS _policies"]
+        return f"SELECT {', '.join(cols)}\nFROM {_sub(node.child)}\nGROUP BY {by}"
+    raise TypeError(type(node).__name__)

@@ -1,0 +1,72 @@
+"""Explain a rewriting to its user: graphs, policies, Spark SQL, and what was refused.
+
+    >>> from streamwarden.catalog.loader import load_catalog
+    >>> from streamwarden.rewrite.algorithm import rewrite
+    >>> r = rewrite(load_catalog("examples/drill.yaml"), "paul", "SELECT SID, Platoon FROM Position")
+    >>> print(explain_text(r).splitlines()[0])
+    Query for paul (roles: Doctor): SELECT SID, Platoon FROM Position
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from streamwarden.catalog.model import Catalog
+from streamwarden.engine.sql import to_sql
+from streamwarden.plan.nodes import render_tree
+from streamwarden.rewrite.algorithm import Rewriting
+
+
+def explain_text(rewriting: Rewriting, catalog: Catalog | None = None, *, sql: bool = True) -> str:
+    roles = ""
+    if catalog is not None and rewriting.user in catalog.users:
+        roles = f" (roles: {', '.join(sorted(catalog.effective_roles(rewriting.user)))})"
+    elif rewriting.user:
+        roles = ""
+    lines = [f"Query for {rewriting.user}{roles}: {rewriting.query}".rstrip(), "", "Query graph:",
+             textwrap.indent(render_tree(rewriting.plan), "  "), ""]
+    if not rewriting.graphs:
+        lines.append("No authorized graph: no policy lets this user read these streams, so the query returns nothing.")
+    for g in rewriting.graphs:
+        status = "deployed" if g.deployed else "NOT DEPLOYED"
+        lines.append(f"Authorized graph {g.id} [{status}] via {g.kind}; enforces {', '.join(g.policies) or 'no policy'}")
+        if not g.deployed:
+            lines.append(f"  reason: {g.reason}")
+        lines.append(textwrap.indent(render_tree(g.root), "  "))
+        if sql and g.deployed:
+            lines.append("  Spark SQL:")
+            lines.append(textwrap.indent(to_sql(g.root), "    "))
+        lines.append("")
+    refused = [d for d in rewriting.decisions if not d.applied]
+    applied = [d for d in rewriting.decisions if d.applied]
+    if applied:
+        lines.append("Policies applied:")
+        lines.extend(f"  {d.policy_id} at {d.operator}" for d in applied)
+    if refused:
+        lines.append("Policies that did not apply:")
+        lines.extend(f"  {d.policy_id} at {d.operator}: {d.reason}" for d in refused)
+    if rewriting.notes:
+        lines.append("Not authorized:")
+        lines.extend(f"  {note}" for note in rewriting.notes)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def explain_json(rewriting: Rewriting) -> dict:
+    return {
+        "user": rewriting.user,
+        "query": rewriting.query,
+        "plan": render_tree(rewriting.plan),
+        "graphs": [
+            {
+                "id": g.id, "kind": g.kind, "policies": list(g.policies), "deployed": g.deployed,
+                "reason": g.reason or None, "plan": render_tree(g.root),
+                "sql": to_sql(g.root) if g.deployed else None,
+            }
+            for g in rewriting.graphs
+        ],
+        "decisions": [
+            {"policy": d.policy_id, "operator": d.operator, "applied": d.applied, "reason": d.reason or None}
+            for d in rewriting.decisions
+        ],
+        "notes": list(rewriting.notes),
+    }
