@@ -71,9 +71,9 @@ class _Parser:
         found = "end of input" if token.kind == "EOF" else repr(token.text)
         raise QuerySyntaxError(f"{message}, found {found}", self.source, token.span)
 
-    def ident(self, what: str) -> Token:
-        # Some keywords double as names (a stream called Now, an attribute called range).
-        if self.tok.kind == "IDENT":
+    def ident(self, what: str, *, keywords: bool = False) -> Token:
+        # After a '.', keywords double as names (s.range, self.group).
+        if self.tok.kind == "IDENT" or (keywords and self.tok.text[:1].isalpha()):
             return self.advance()
         self.fail(f"expected {what}")
         raise AssertionError  # unreachable
@@ -271,7 +271,7 @@ class _Parser:
         span = first.span
         while self.tok.kind == ".":
             self.advance()
-            part = self.ident("an attribute name after '.'")
+            part = self.ident("an attribute name after '.'", keywords=True)
             parts.append(part.text)
             span = span.merge(part.span)
         return ast.Name(tuple(parts), span=span)
