@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterable
 
@@ -29,9 +29,14 @@ def drill_catalog():
     return load_catalog(DRILL_CATALOG)
 
 
-def ts(minute: int, second: int = 0, hour: int = 10) -> str:
-    """A timestamp on the test day, as the JSON inputs carry it."""
-    return datetime(2026, 3, 1, hour, minute, second, tzinfo=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+BASE_TIME = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
+
+
+def ts(seconds: float) -> str:
+    """``seconds`` after 2026-03-01T10:00:00Z, written as the JSON inputs carry it."""
+    value = BASE_TIME + timedelta(seconds=seconds)
+    text = value.strftime("%Y-%m-%dT%H:%M:%S")
+    return text + (f".{value.microsecond:06d}" if value.microsecond else "") + "Z"
 
 
 def write_jsonl(path: Path, records: Iterable[dict]) -> Path:

@@ -1,0 +1,160 @@
+"""Replay on Spark: Table II over hand-made tuples, the CLI contract, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import DRILL_CATALOG, ts, write_jsonl
+from streamwarden import api
+from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.cli.main import main
+
+pytestmark = pytest.mark.spark
+
+# Times are seconds after 10:00. Soldiers 1, 2 in paul's platoon X; 3, 4 in Y. Soldier 3 is near the target of action a (500 ± 10).
+POSITION = [
+    {"ts": ts(0), "SID": 1, "Pos": 100.0, "Platoon": "X"},
+    {"ts": ts(0), "SID": 3, "Pos": 505.0, "Platoon": "Y"},
+    {"ts": ts(0), "SID": 4, "Pos": 900.0, "Platoon": "Y"},
+    {"ts": ts(30), "SID": 2, "Pos": 200.0, "Platoon": "X"},
+    {"ts": ts(30), "SID": 3, "Pos": 495.0, "Platoon": "Y"},
+    {"ts": ts(90), "SID": 1, "Pos": 300.0, "Platoon": "X"},
+]
+HEALTH = [
+    {"ts": ts(5), "SID": 1, "Platoon": "X", "Heart": 70, "BPressure": 120},
+    {"ts": ts(5), "SID": 3, "Platoon": "Y", "Heart": 90, "BPressure": 140},
+    {"ts": ts(5), "SID": 4, "Platoon": "Y", "Heart": 99, "BPressure": 150},
+]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("table2")
+    return {
+        "Position": str(write_jsonl(root / "Position.jsonl", POSITION)),
+        "Health": str(write_jsonl(root / "Health.jsonl", HEALTH)),
+    }
+
+
+def rows_by_graph(rows: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for row in rows:
+        out.setdefault(row["_graph"], []).append(row)
+    return out
+
+
+def test_selection_projection_masks_and_merges(spark, drill_catalog, inputs) -> None:
+    rows = api.replay(drill_catalog, "paul", "SELECT ts, SID, Pos, Platoon FROM Position", inputs, spark=spark)
+    assert rows == [
+        {"ts": ts(0), "SID": 1, "Pos": 100.0, "Platoon": None, "_policies": ["p1"], "_graph": "ag1"},
+        {"ts": ts(30), "SID": 2, "Pos": 200.0, "Platoon": None, "_policies": ["p1"], "_graph": "ag1"},
+        {"ts": ts(90), "SID": 1, "Pos": 300.0, "Platoon": None, "_policies": ["p1"], "_graph": "ag1"},
+    ]
+
+
+def test_example_5_6_aggregate_rows_per_graph(spark, drill_catalog, inputs) -> None:
+    rows = api.replay(drill_catalog, "paul", "SELECT AVG(Pos) FROM Position [RANGE 1 min]", inputs, spark=spark)
+    graphs = rows_by_graph(rows)
+    # ag1: read path over paul's own platoon, 1-minute windows as requested.
+    assert graphs["ag1"] == [
+        {"window_start": ts(0), "window_end": ts(60), "AVG(Pos)": 150.0, "_policies": ["p1"], "_graph": "ag1"},
+        {"window_start": ts(60), "window_end": ts(120), "AVG(Pos)": 300.0, "_policies": ["p1"], "_graph": "ag1"},
+    ]
+    # ag2: p2 (avg of the other platoons during action a) raises the window to 1 hour.
+    assert graphs["ag2"] == [
+        {"window_start": ts(0), "window_end": ts(3600), "AVG(Pos)": (505.0 + 900.0 + 495.0) / 3,
+         "_policies": ["p2"], "_graph": "ag2"},
+    ]
+
+
+def test_join_graphs_example_5_5(spark, drill_catalog, inputs) -> None:
+    query = ("SELECT Position.SID AS sid, BPressure, Pos FROM Position [RANGE 1 min], Health [RANGE 1 min] "
+             "WHERE Position.SID = Health.SID")
+    graphs = rows_by_graph(api.replay(drill_catalog, "paul", query, inputs, spark=spark))
+    # ag1 (read views): only paul's platoon; soldier 1 at 10:00 pairs with its 10:00:05 reading.
+    assert graphs["ag1"] == [{"sid": 1, "BPressure": 120, "Pos": 100.0, "_policies": ["p1", "p3"], "_graph": "ag1"}]
+    # ag2 (p4): the other platoon's soldier near the target, both positions inside the windows.
+    assert sorted((r["sid"], r["Pos"]) for r in graphs["ag2"]) == [(3, 495.0), (3, 505.0)]
+    assert all(r["_policies"] == ["p4"] for r in graphs["ag2"])
+
+
+def test_action_not_started_empties_action_views(spark, inputs, tmp_path) -> None:
+    text = DRILL_CATALOG.read_text().replace('a: {start: "2026-03-01T10:00:00Z", end: null, target: 500.0}',
+                                            "a: {target: 500.0}")
+    catalog = load_catalog_text(text)
+    query = "SELECT BPressure, Pos FROM Position [RANGE 1 min], Health [RANGE 1 min] WHERE Position.SID = Health.SID"
+    graphs = rows_by_graph(api.replay(catalog, "paul", query, inputs, spark=spark))
+    assert "ag2" not in graphs  # Example 5.3: target(a) is NULL, p4 selects nothing
+    assert len(graphs["ag1"]) == 1
+
+
+def test_user_without_policies_gets_nothing(spark, drill_catalog, inputs) -> None:
+    assert api.replay(drill_catalog, "rick", "SELECT * FROM Position", inputs, spark=spark) == []
+
+
+def test_cli_replay_contract(spark, inputs, tmp_path, capsys) -> None:
+    out = tmp_path / "out.jsonl"
+    code = main(["replay", "--catalog", str(DRILL_CATALOG), "--user", "paul", "--query",
+                 "SELECT SID, Pos FROM Position WHERE Pos > 150",
+                 "--input", f"Position={inputs['Position']}", "--output", str(out)])
+    assert code == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted((r["SID"], r["Pos"]) for r in lines) == [(1, 300.0), (2, 200.0)]
+    assert all(set(r) == {"SID", "Pos", "_policies", "_graph"} for r in lines)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--query", "SELECT SID FROM Position WHERE"], "<query>:1:31: expected an expression"),
+        (["--query", "SELECT SID FROM Pozition"], "unknown stream 'Pozition'"),
+        (["--query", "SELECT SID FROM Position", "--user", "nobody"], "unknown user 'nobody'"),
+        (["--query", "SELECT SID FROM Position", "--input", "Position=/does/not/exist"], "not found: /does/not/exist"),
+    ],
+)
+def test_cli_bad_input_one_line(spark, inputs, tmp_path, capsys, args, message) -> None:
+    base = {"--catalog": str(DRILL_CATALOG), "--user": "paul", "--input": f"Position={inputs['Position']}",
+            "--output": str(tmp_path / "o.jsonl")}
+    for flag, value in zip(args[::2], args[1::2]):
+        base[flag] = value
+    argv = ["replay"] + [x for pair in base.items() for x in pair]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_broken_record_names_file_and_record(spark, drill_catalog, tmp_path, capsys) -> None:
+    path = tmp_path / "Position.jsonl"
+    path.write_text(json.dumps(POSITION[0]) + "\n" + '{"ts": "2026-03-01T10:00:01Z", "SID": "one", "Pos": 1.0}\n')
+    out = tmp_path / "o.jsonl"
+    code = main(["replay", "--catalog", str(DRILL_CATALOG), "--user", "paul", "--query", "SELECT SID FROM Position",
+                 "--input", f"Position={path}", "--output", str(out)])
+    assert code == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert "broken record in stream Position" in err and "Position.jsonl" in err and '"SID": "one"' in err
+    assert not out.exists()
+
+
+def test_empty_result_is_not_an_error(spark, drill_catalog, inputs, tmp_path) -> None:
+    out = tmp_path / "o.jsonl"
+    assert main(["replay", "--catalog", str(DRILL_CATALOG), "--user", "rick", "--query", "SELECT SID FROM Position",
+                 "--input", f"Position={inputs['Position']}", "--output", str(out)]) == 0
+    assert out.read_text() == ""
+
+
+def test_explain_lists_graphs_sql_and_refusals(capsys) -> None:
+    assert main(["explain", "--catalog", str(DRILL_CATALOG), "--user", "paul", "--query",
+                 "SELECT AVG(Heart) FROM Position [RANGE 1 hour], Health [RANGE 1 hour] "
+                 "WHERE Position.SID = Health.SID AND Pos >= 100"]) == 0
+    text = capsys.readouterr().out
+    assert "Authorized graph ag1 [deployed]" in text and "Authorized graph ag2 [NOT DEPLOYED]" in text
+    assert "projects away" in text and "GROUP BY window(" in text
+    assert "p2 at Sec_Read(Position): grants avg, not read" in text
+    assert main(["explain", "--catalog", str(DRILL_CATALOG), "--user", "paul", "--format", "json",
+                 "--query", "SELECT SID, Platoon FROM Position"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["graphs"][0]["policies"] == ["p1"] and "Platoon" in doc["notes"][0]
