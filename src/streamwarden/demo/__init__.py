@@ -1,0 +1,97 @@
+"""``streamwarden demo``: three users with different roles query one drill on Spark.
+
+Generates the drill scenario (soldiers moving on a road network, their health), loads
+the embedded catalog into a SQLite store, and for each user registers a continuous
+query, runs it over the data files as they are fed in micro-batches (progress shown),
+then prints the authorized graphs, the rows delivered and the rows withheld (what the
+same query would return without access control).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from importlib import resources
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.catalog.store import CatalogStore, sqlite_url
+from streamwarden.datagen import generate_drill
+from streamwarden.engine.compiler import Inputs, compile_graph
+from streamwarden.engine.execute import build_job, read_sink, start_stream
+from streamwarden.engine.session import get_spark
+from streamwarden.engine.sources import as_relation, read_input
+from streamwarden.plan.nodes import sources
+from streamwarden.rewrite.algorithm import rewrite
+
+QUERIES = [
+    ("paul", "Doctor", "SELECT ts, SID, Pos, Platoon FROM Position"),
+    ("carla", "Cardiologist", "SELECT AVG(Heart) AS avg_heart, MAX(BPressure) AS max_bp FROM Health [RANGE 5 min]"),
+    ("rick", "Captain", "SELECT Platoon, COUNT(*) AS soldiers FROM Position [RANGE 5 min] GROUP BY Platoon"),
+]
+
+
+def run_demo(workdir: Path, *, soldiers: int = 40, minutes: float = 20.0) -> int:
+    console = Console()
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    data = workdir / "data"
+    console.rule("[bold]streamwarden demo: access control for continuous queries on Spark")
+    summary = generate_drill(data, soldiers=soldiers, minutes=minutes, interval_seconds=5.0, health="uni",
+                             files_per_stream=4)
+    console.print(f"generated {summary.describe()}")
+    text = resources.files("streamwarden.demo").joinpath("drill.yaml").read_text()
+    catalog = load_catalog_text(text, "streamwarden/demo/drill.yaml")
+    store = CatalogStore(sqlite_url(workdir / "catalog.db"))
+    store.save(catalog)
+    console.print(f"catalog: {len(catalog.policies)} policies for {', '.join(catalog.users)}; store {store.url}")
+    spark = get_spark()
+    inputs = {"Position": str(data / "Position"), "Health": str(data / "Health")}
+    results = []
+    for user, role, query in QUERIES:
+        console.rule(f"[bold]{user}[/] ({role}): {query}")
+        rewriting = rewrite(catalog, user, query)
+        for g in rewriting.graphs:
+            state = "deployed" if g.deployed else f"not deployed: {g.reason}"
+            console.print(f"  {g.id} via {g.kind}, enforcing {', '.join(g.policies)} — {state}")
+        job = build_job(spark, catalog, rewriting, inputs, streaming=True, store_url=store.url,
+                        max_files_per_trigger=1)
+        sink = workdir / "out" / user
+        stream = start_stream(job, str(sink), workdir / "checkpoints" / user, available_now=True)
+        started = time.monotonic()
+        seen = 0
+        while stream.isActive:
+            stream.awaitTermination(0.5)
+            progress = stream.recentProgress
+            for p in progress[seen:]:
+                console.print(f"  micro-batch {p['batchId']}: {p['numInputRows']} input rows, "
+                              f"{p.get('processedRowsPerSecond', 0):.0f} rows/s")
+            seen = len(progress)
+        if stream.exception():
+            raise RuntimeError(str(stream.exception()))
+        delivered = len(read_sink(spark, sink)) if any(sink.glob("*.json")) else 0
+        unsecured = _unsecured_count(spark, catalog, rewriting, inputs)
+        console.print(f"  done in {time.monotonic() - started:.1f} s")
+        results.append((user, role, ", ".join(g.id for g in rewriting.deployed) or "none", delivered, unsecured))
+    table = Table(title="What each user received")
+    for column in ("user", "role", "authorized graphs", "rows delivered", "rows withheld"):
+        table.add_column(column)
+    for user, role, graphs, delivered, unsecured in results:
+        table.add_row(user, role, graphs, str(delivered), str(max(unsecured - delivered, 0)))
+    console.print(table)
+    console.print("rows withheld = rows the same query returns without access control, minus rows delivered.\n"
+                  f"Results are JSON files under {workdir / 'out'}; try 'streamwarden explain' for the why.")
+    return 0
+
+
+def _unsecured_count(spark, catalog, rewriting, inputs) -> int:  # type: ignore[no-untyped-def]
+    """Rows the original query returns with no access control (for the withheld column)."""
+    frames = {
+        s.relation: as_relation(read_input(spark, catalog.streams[s.stream], inputs[s.stream], streaming=False),
+                                catalog.streams[s.stream], s.relation)
+        for s in sources(rewriting.plan)
+    }
+    return compile_graph(rewriting.plan, Inputs(frames)).count()
