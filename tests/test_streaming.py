@@ -1,0 +1,85 @@
+"""Continuous runs: same rows as replay, exactly once across restarts, live action values."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from conftest import DRILL_CATALOG, ts, write_jsonl
+from streamwarden import api
+from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.catalog.store import CatalogStore, sqlite_url
+from streamwarden.engine.execute import read_sink
+from test_replay import POSITION
+
+pytestmark = pytest.mark.spark
+
+
+def strip(rows: list[dict]) -> list[tuple]:
+    return sorted(tuple(sorted((k, str(v)) for k, v in row.items())) for row in rows)
+
+
+def test_run_equals_replay_and_restarts_exactly_once(spark, drill_catalog, tmp_path) -> None:
+    incoming = tmp_path / "Position"
+    write_jsonl(incoming / "part-0.jsonl", POSITION[:3])
+    query = "SELECT ts, SID, Pos FROM Position"
+    sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
+    store = sqlite_url(tmp_path / "store.db")
+
+    def run_once() -> None:
+        stream = api.run(drill_catalog, "paul", query, {"Position": incoming}, str(sink), checkpoint=checkpoint,
+                         store_url=store, spark=spark, available_now=True)
+        stream.awaitTermination()
+        assert stream.exception() is None
+
+    run_once()
+    assert len(read_sink(spark, sink)) == 1  # only soldier 1 of paul's platoon so far
+    write_jsonl(incoming / "part-1.jsonl", POSITION[3:])
+    run_once()  # restart on the same checkpoint: picks up only the new file
+    streamed = read_sink(spark, sink)
+    replayed = api.replay(drill_catalog, "paul", query, {"Position": incoming}, spark=spark)
+    assert strip(streamed) == strip(replayed)
+    assert len(streamed) == 3
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: a continuous run emits only the first closed window here; "
+                   "the later closed windows are not flushed before availableNow stops (open issue 2 work)")
+def test_windows_emit_once_closed_and_match_replay(spark, drill_catalog, tmp_path) -> None:
+    incoming = tmp_path / "Position"
+    write_jsonl(incoming / "part-0.jsonl", POSITION)
+    query = "SELECT AVG(Pos) FROM Position [RANGE 1 min]"
+    replayed = api.replay(drill_catalog, "paul", query, {"Position": incoming}, spark=spark)
+    # A later tuple outside paul's platoon moves the watermark past every window above.
+    write_jsonl(incoming / "part-1.jsonl", [{"ts": ts(4 * 3600), "SID": 9, "Pos": 1.0, "Platoon": "Z"}])
+    sink = tmp_path / "sink"
+    stream = api.run(drill_catalog, "paul", query, {"Position": incoming}, str(sink), checkpoint=tmp_path / "c",
+                     store_url=sqlite_url(tmp_path / "s.db"), spark=spark, max_files_per_trigger=1,
+                     available_now=True)
+    stream.awaitTermination()  # availableNow ends with a no-data batch that emits the closed windows
+    assert strip(read_sink(spark, sink)) == strip(replayed)
+
+
+def test_action_starting_mid_run_takes_effect(spark, tmp_path) -> None:
+    catalog = load_catalog_text("""
+streams: {S: {schema: {ts: timestamp, v: int}}}
+roles: {R: {}}
+users: {u: {roles: [R]}}
+actions: {a: {target: 1.0}}
+policies:
+  - {id: during_a, subject: R, streams: [S], privilege: read, time: ["start(a)", "end(a)"]}
+""", "live.yaml")
+    store_url = sqlite_url(tmp_path / "store.db")
+    incoming, sink = tmp_path / "S", tmp_path / "sink"
+    write_jsonl(incoming / "a.jsonl", [{"ts": ts(0), "v": 1}])
+    stream = api.run(catalog, "u", "SELECT v FROM S", {"S": incoming}, str(sink), checkpoint=tmp_path / "c",
+                     store_url=store_url, spark=spark)
+    try:
+        stream.processAllAvailable()
+        assert not any(sink.glob("*.json")) or read_sink(spark, sink) == []  # a has not started: nothing
+        CatalogStore(store_url).set_action("a", start=datetime(2026, 3, 1, 10, 0, 30, tzinfo=timezone.utc))
+        write_jsonl(incoming / "b.jsonl", [{"ts": ts(10), "v": 2}, {"ts": ts(60), "v": 3}])
+        stream.processAllAvailable()
+    finally:
+        stream.stop()
+    assert [r["v"] for r in read_sink(spark, sink)] == [3]  # same query, no re-registration
