@@ -87,3 +87,13 @@ def test_store_round_trip_and_live_actions(tmp_path, drill_catalog) -> None:
     assert store.load().actions["a"].start is None
     store.set_action("b", target=7.0)
     assert store.actions()["b"].target == 7.0
+
+
+def test_saving_again_can_keep_live_action_values(tmp_path, drill_catalog) -> None:
+    store = CatalogStore(f"sqlite:///{tmp_path / 'store.db'}")
+    store.save(drill_catalog)
+    store.set_action("a", start=None)
+    store.save(drill_catalog, keep_live_actions=True)
+    assert store.actions()["a"].start is None  # the live value survives
+    store.save(drill_catalog)
+    assert store.actions()["a"].start is not None  # a plain save resets to the file

@@ -92,7 +92,7 @@ def run(
     """
     store = CatalogStore(store_url)
     if catalog.text:
-        store.save(catalog)
+        store.save(catalog, keep_live_actions=True)  # actions may have changed since the file was written
     rewriting = rewrite(catalog, user, query)
     if checkpoint is None:
         key = hashlib.sha256(f"{user}\0{query}\0{sink}".encode()).hexdigest()[:16]

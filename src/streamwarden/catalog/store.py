@@ -77,10 +77,15 @@ class CatalogStore:
             _metadata.create_all(self._engine)
         return self._engine
 
-    def save(self, catalog: Catalog) -> None:
-        """Replace the stored catalog by ``catalog`` (validated), including its actions."""
+    def save(self, catalog: Catalog, *, keep_live_actions: bool = False) -> None:
+        """Replace the stored catalog by ``catalog`` (validated).
+
+        With ``keep_live_actions`` the actions already in the store keep their current
+        values (a running system's state) and only new actions are added.
+        """
         with self.engine.begin() as conn:
-            for table in (_sources, _policies, _actions):
+            live = {row.name for row in conn.execute(select(_actions.c.name))} if keep_live_actions else set()
+            for table in (_sources, _policies) if keep_live_actions else (_sources, _policies, _actions):
                 conn.execute(delete(table))
             conn.execute(insert(_sources).values(name=catalog.name, text=catalog.text, loaded_at=datetime.now(timezone.utc)))
             for p in catalog.policies:
@@ -91,6 +96,8 @@ class CatalogStore:
                     window=json.dumps(p.window) if p.window else None,
                 ))
             for a in catalog.actions.values():
+                if a.name in live:
+                    continue
                 conn.execute(insert(_actions).values(name=a.name, start=a.start, end=a.end, target=a.target))
 
     def load(self) -> Catalog:
