@@ -43,8 +43,6 @@ def test_run_equals_replay_and_restarts_exactly_once(spark, drill_catalog, tmp_p
     assert len(streamed) == 3
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: a continuous run emits only the first closed window here; "
-                   "the later closed windows are not flushed before availableNow stops (open issue 2 work)")
 def test_windows_emit_once_closed_and_match_replay(spark, drill_catalog, tmp_path) -> None:
     incoming = tmp_path / "Position"
     write_jsonl(incoming / "part-0.jsonl", POSITION)

@@ -73,17 +73,21 @@ def run_demo(workdir: Path, *, soldiers: int = 40, minutes: float = 20.0) -> int
         if stream.exception():
             raise RuntimeError(str(stream.exception()))
         delivered = len(read_sink(spark, sink)) if any(sink.glob("*.json")) else 0
+        authorized = build_job(spark, catalog, rewriting, inputs, streaming=False).union()
+        complete = authorized.count() if authorized is not None else 0
         unsecured = _unsecured_count(spark, catalog, rewriting, inputs)
         console.print(f"  done in {time.monotonic() - started:.1f} s")
-        results.append((user, role, ", ".join(g.id for g in rewriting.deployed) or "none", delivered, unsecured))
+        graphs = ", ".join(g.id for g in rewriting.deployed) or "none"
+        results.append((user, role, graphs, delivered, complete - delivered, unsecured - complete))
     table = Table(title="What each user received")
-    for column in ("user", "role", "authorized graphs", "rows delivered", "rows withheld"):
-        table.add_column(column)
-    for user, role, graphs, delivered, unsecured in results:
-        table.add_row(user, role, graphs, str(delivered), str(max(unsecured - delivered, 0)))
+    for column in ("user", "role", "authorized graphs", "rows delivered", "windows still open", "rows withheld"):
+        table.add_column(column, justify="left" if column in ("user", "role", "authorized graphs") else "right")
+    for row in results:
+        table.add_row(*map(str, row))
     console.print(table)
-    console.print("rows withheld = rows the same query returns without access control, minus rows delivered.\n"
-                  f"Results are JSON files under {workdir / 'out'}; try 'streamwarden explain' for the why.")
+    console.print("windows still open: closed only when later input moves the watermark past their end.\n"
+                  "rows withheld: rows the same query returns without access control that the user may not see.\n"
+                  f"Results are JSON files under {workdir / 'out'}; 'streamwarden explain' tells why.")
     return 0
 
 

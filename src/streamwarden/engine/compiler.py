@@ -32,14 +32,13 @@ class Inputs:
     """The compiled inputs of a graph: one DataFrame per relation, already renamed.
 
     ``actions`` is a one-row frame of live action values; ``streaming`` selects the
-    checks that only apply to streaming DataFrames.
+    checks that only apply to streaming DataFrames (whose inputs carry watermarks).
     """
 
     frames: dict[str, DataFrame]
     actions: DataFrame | None = None
     action_names: tuple[str, ...] = ()
     streaming: bool = False
-    lateness: str = "0 seconds"
 
 
 def compile_graph(root: Node, inputs: Inputs) -> DataFrame:
@@ -86,8 +85,6 @@ class _Compiler:
     # -- one function per operator ----------------------------------------------------------
     def source(self, node: Source) -> DataFrame:  # type: ignore[override]
         frame = self.inputs.frames[node.relation]
-        if self.inputs.streaming:
-            frame = frame.withWatermark(physical_name(node.relation, "ts"), self.inputs.lateness)
         if self.needs_actions and self.inputs.actions is not None:
             frame = frame.crossJoin(self.inputs.actions)
         return frame

@@ -22,6 +22,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.actions import actions_frame
+from streamwarden.engine.columns import physical_name
 from streamwarden.engine.compiler import POLICIES, Inputs, action_names, compile_graph
 from streamwarden.engine.sources import as_relation, read_input
 from streamwarden.errors import InputError, UnsupportedError
@@ -47,6 +48,18 @@ def output_frame(graph: AuthorizedGraph, frame: DataFrame) -> DataFrame:
         columns.append((iso_timestamp(column) if f.dtype == "timestamp" else column).alias(name))
     policies = F.col(POLICIES) if POLICIES in frame.columns else F.array().cast("array<string>")
     return frame.select(*columns, policies.alias(POLICIES), F.lit(graph.id).alias(GRAPH))
+
+
+def with_progress(frame: DataFrame, relation: str, lateness: str) -> DataFrame:
+    """The input's event-time watermark, behind a barrier security filters cannot cross.
+
+    Spark pushes filters that do not read the event time below ``withWatermark``; then a
+    user's watermark, and so when their windows close, would follow only the tuples they
+    may see, and replay and run would disagree. An observation (CollectMetrics) stops that
+    push-down, and reports the rows each input delivered per micro-batch.
+    """
+    watermarked = frame.withWatermark(physical_name(relation, "ts"), lateness)
+    return watermarked.observe(f"input_{relation}", F.count(F.lit(1)).alias("rows"))
 
 
 @dataclass
@@ -88,12 +101,15 @@ def build_job(
         raise InputError(f"--input names unknown stream {unknown[0]!r} (catalog streams: {', '.join(catalog.streams)})")
     raw = {name: read_input(spark, catalog.streams[name], inputs[name], streaming=streaming,
                             max_files_per_trigger=max_files_per_trigger) for name in sorted(needed)}
-    frames = {s.relation: as_relation(raw[s.stream], catalog.streams[s.stream], s.relation) for s in sources(rewriting.plan)}
+    frames = {}
+    for s in sources(rewriting.plan):
+        frame = as_relation(raw[s.stream], catalog.streams[s.stream], s.relation)
+        frames[s.relation] = with_progress(frame, s.relation, lateness) if streaming else frame
     names = sorted({a for g in graphs for a in action_names(g.root)})
     actions = actions_frame(spark, store_url, names, dict(catalog.actions)) if names else None
     compiled = []
     for graph in graphs:
-        context = Inputs(frames, actions, tuple(names), streaming, lateness)
+        context = Inputs(frames, actions, tuple(names), streaming)
         compiled.append((graph, compile_graph(graph.root, context)))
     return Job(rewriting, compiled)
 
