@@ -158,3 +158,34 @@ def test_explain_lists_graphs_sql_and_refusals(capsys) -> None:
                  "--query", "SELECT SID, Platoon FROM Position"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["graphs"][0]["policies"] == ["p1"] and "Platoon" in doc["notes"][0]
+
+
+def test_parquet_directory_gives_the_same_rows(spark, drill_catalog, inputs, tmp_path) -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame(POSITION)
+    frame["ts"] = pd.to_datetime(frame["ts"], utc=True)
+    frame["SID"] = frame["SID"].astype("int32")
+    folder = tmp_path / "Position"
+    folder.mkdir()
+    frame.to_parquet(folder / "part-0.parquet", index=False)
+    query = "SELECT ts, SID, Pos FROM Position WHERE Pos >= 150"
+    from_parquet = api.replay(drill_catalog, "paul", query, {"Position": str(folder)}, spark=spark)
+    from_json = api.replay(drill_catalog, "paul", query, inputs, spark=spark)
+    assert from_parquet == from_json and len(from_json) == 2
+
+
+def test_cli_check_reports_the_bad_line(tmp_path, capsys) -> None:
+    bad = tmp_path / "cat.yaml"
+    bad.write_text(DRILL_CATALOG.read_text().replace("subject: Doctor\n    streams: [Health]\n",
+                                                     "subject: Nurse\n    streams: [Health]\n", 1))
+    assert main(["check", str(bad)]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.startswith(f"error: {bad}:") and "unknown role 'Nurse'" in err
+    assert main(["check", str(DRILL_CATALOG)]) == 0
+    assert "4 policies" in capsys.readouterr().out
+
+
+def test_explain_says_when_a_role_has_no_policy_on_a_stream(capsys) -> None:
+    assert main(["explain", "--catalog", str(DRILL_CATALOG), "--user", "rick", "--query", "SELECT * FROM Health"]) == 0
+    assert "Health: none of rick's roles (Captain) has a policy on this stream" in capsys.readouterr().out

@@ -84,8 +84,14 @@ def rewrite(catalog: Catalog, user: str, query: str | Node) -> Rewriting:
         problem = deployment_problem(candidate.root)
         policies = tuple(sorted({p for n in walk(candidate.root) if isinstance(n, SecureView) for p in n.policy_ids}))
         graphs.append(AuthorizedGraph(f"ag{i}", candidate.root, candidate.kind, policies, not problem, problem))
-    notes = tuple(unseen_columns(g.root) for g in graphs if g.deployed and unseen_columns(g.root))
-    return Rewriting(user, text, plan, tuple(graphs), tuple(rewriter.decisions), notes)
+    notes = [unseen_columns(g.root) for g in graphs if g.deployed and unseen_columns(g.root)]
+    considered = {d.policy_id for d in rewriter.decisions}
+    mine = {p.id: p for p in catalog.policies_for(user)}
+    for stream in sorted({s.stream for s in walk(plan) if isinstance(s, Source)}):
+        if not any(stream in mine[p].streams for p in considered if p in mine):
+            notes.append(f"{stream}: none of {user}'s roles ({', '.join(sorted(catalog.effective_roles(user)))}) "
+                         f"has a policy on this stream")
+    return Rewriting(user, text, plan, tuple(graphs), tuple(rewriter.decisions), tuple(notes))
 
 
 class _Rewriter:
