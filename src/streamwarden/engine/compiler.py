@@ -37,30 +37,17 @@ class Inputs:
 
     frames: dict[str, DataFrame]
     actions: DataFrame | None = None
-    action_names: tuple[str, ...] = ()
     streaming: bool = False
 
 
 def compile_graph(root: Node, inputs: Inputs) -> DataFrame:
-    """The DataFrame computing ``root`` (memoized per node within ``inputs``)."""
+    """The DataFrame computing ``root`` (each shared node compiled once)."""
     needs_actions = bool(_graph_actions(root))
     return _Compiler(inputs, needs_actions).compile(root)
 
 
 def _graph_actions(root: Node) -> set[str]:
-    found: set[str] = set()
-    for node in walk(root):
-        exprs: list[E.Expr] = []
-        if isinstance(node, Filter):
-            exprs.append(node.predicate)
-        elif isinstance(node, SecureView):
-            exprs.extend(v.condition for v in node.views)
-        elif isinstance(node, Join):
-            exprs.append(node.predicate)
-        elif isinstance(node, Project):
-            exprs.extend(e for _, e in node.items)
-        found |= {a.action for e in exprs for a in E.action_refs(e)}
-    return found
+    return {a.action for node in walk(root) for e in node.expressions() for a in E.action_refs(e)}
 
 
 class _Compiler:

@@ -109,7 +109,7 @@ def build_job(
     actions = actions_frame(spark, store_url, names, dict(catalog.actions)) if names else None
     compiled = []
     for graph in graphs:
-        context = Inputs(frames, actions, tuple(names), streaming)
+        context = Inputs(frames, actions, streaming)
         compiled.append((graph, compile_graph(graph.root, context)))
     return Job(rewriting, compiled)
 

@@ -47,6 +47,10 @@ class Node:
     def with_children(self, children: tuple["Node", ...]) -> "Node":
         return self
 
+    def expressions(self) -> tuple[E.Expr, ...]:
+        """The expressions this operator evaluates (predicates, items, conditions)."""
+        return ()
+
     @property
     def fields(self) -> tuple[Field, ...]:
         raise NotImplementedError
@@ -90,6 +94,9 @@ class Filter(Node):
     def with_children(self, children: tuple[Node, ...]) -> Node:
         return replace(self, child=children[0])
 
+    def expressions(self) -> tuple[E.Expr, ...]:
+        return (self.predicate,)
+
     @property
     def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
         return self.child.fields
@@ -112,6 +119,9 @@ class Project(Node):
 
     def with_children(self, children: tuple[Node, ...]) -> Node:
         return replace(self, child=children[0])
+
+    def expressions(self) -> tuple[E.Expr, ...]:
+        return tuple(e for _, e in self.items)
 
     @property
     def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
@@ -168,6 +178,10 @@ class Aggregate(Node):
     def with_children(self, children: tuple[Node, ...]) -> Node:
         return replace(self, child=children[0])
 
+    def expressions(self) -> tuple[E.Expr, ...]:
+        args = tuple(a.arg for a in self.aggregates if a.arg is not None)
+        return tuple(e for _, e in self.group_by) + args + self.event_time
+
     @property
     def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
         by_name = {name: Field(None, name, e.dtype) for name, e in self.group_by}
@@ -199,6 +213,9 @@ class Join(Node):
 
     def with_children(self, children: tuple[Node, ...]) -> Node:
         return replace(self, left=children[0], right=children[1])
+
+    def expressions(self) -> tuple[E.Expr, ...]:
+        return (self.predicate,)
 
     @property
     def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
@@ -248,6 +265,9 @@ class SecureView(Node):
     @property
     def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
         return self.child.fields
+
+    def expressions(self) -> tuple[E.Expr, ...]:
+        return tuple(v.condition for v in self.views)
 
     @property
     def policy_ids(self) -> tuple[str, ...]:

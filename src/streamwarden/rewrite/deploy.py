@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from streamwarden.plan import expr as E
-from streamwarden.plan.nodes import Aggregate, Filter, Join, Node, Project, SecureView, Source
+from streamwarden.plan.nodes import Aggregate, Filter, Join, Node, Project, SecureView, Source, walk
 
 Key = tuple[str, str]  # (relation or "", attribute)
 
@@ -47,13 +47,13 @@ def _keys(expr: E.Expr) -> frozenset[Key]:
 
 def deployment_problem(root: Node) -> str:
     """Why ``root`` cannot be deployed, or '' when it can."""
-    for node in _nodes(root):
+    for node in walk(root):
         if isinstance(node, Aggregate):
             below = visible(node.child)
             for agg in node.aggregates:
                 if agg.granted and agg.arg is not None and not _keys(agg.arg) <= below:
                     missing = ", ".join(sorted(f"{r}.{a}" for r, a in _keys(agg.arg) - below))
-                    views = [n for n in _nodes(node.child) if isinstance(n, SecureView)]
+                    views = [n for n in walk(node.child) if isinstance(n, SecureView)]
                     granted = "; ".join(_describe_grants(v) for v in views)
                     return (f"{agg} aggregates {missing}, which its authorized view projects away"
                             + (f" ({granted})" if granted else ""))
@@ -76,12 +76,3 @@ def _describe_grants(view: SecureView) -> str:
         atts = "all attributes" if v.attributes is None else ", ".join(sorted(f"{r}.{a}" for r, a in v.attributes))
         parts.append(f"{v.policy_id} grants {atts}")
     return "; ".join(parts)
-
-
-def _nodes(root: Node) -> list[Node]:
-    out, stack = [], [root]
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        stack.extend(node.children())
-    return out
