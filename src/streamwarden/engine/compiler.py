@@ -148,10 +148,7 @@ class _Compiler:
             raise UnsupportedError(
                 f"aggregation needs a [RANGE size [SLIDE offset]] window on Spark (node {node.id} has "
                 f"{window or 'no window'}); count-based windows come with information-flow control")
-        times = [compile_expr(t) for t in node.event_time]
-        if len(times) > 1 and self.inputs.streaming:
-            raise UnsupportedError("a continuous run cannot aggregate over a join yet; use replay")
-        event_time = times[0] if len(times) == 1 else F.greatest(*times)
+        event_time = compile_expr(node.event_time)
         size = window.size_seconds
         slide = window.slide_seconds or size
         if slide <= size:

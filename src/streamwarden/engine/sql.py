@@ -71,8 +71,7 @@ def to_sql(node: Node) -> str:
         w = node.window
         size = f"{w.size_seconds:g} seconds" if w and w.size_seconds else "?"
         slide = f"{(w.slide_seconds or w.size_seconds):g} seconds" if w and w.size_seconds else "?"
-        time = sql_expr(node.event_time[0]) if len(node.event_time) == 1 else \
-            f"greatest({', '.join(sql_expr(t) for t in node.event_time)})"
+        time = sql_expr(node.event_time)
         aggs = [f"{a.func}({sql_expr(a.arg) if a.arg is not None else '*'}) AS `{a.name}`" if a.granted
                 else f"NULL AS `{a.name}`" for a in node.aggregates]
         groups = [f"{sql_expr(g)} AS `{n}`" for n, g in node.group_by]

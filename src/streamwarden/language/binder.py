@@ -159,9 +159,11 @@ class _QueryBinder:
         for name, _ in groups:  # grouping attributes not selected still appear, after the rest
             if name not in order:
                 order.append(name)
+        # Windows come from the first input: its window, and its tuple's ts places a joined pair
+        # (a derived time such as the later of the two could not close windows on Spark).
         window = next((s.window for s in inputs if s.window is not None), None)
-        times = tuple(E.Column(s.relation, "ts", "timestamp") for s in inputs)
-        return Aggregate(tree, tuple(aggregates), tuple(groups), window, times, tuple(order), id=self.next_id())
+        time = E.Column(inputs[0].relation, "ts", "timestamp")
+        return Aggregate(tree, tuple(aggregates), tuple(groups), window, time, tuple(order), id=self.next_id())
 
     def agg_call(self, call: ast.Call, alias: str | None, scope: Scope) -> AggCall:
         func = call.name.lower()

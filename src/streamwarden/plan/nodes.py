@@ -168,7 +168,7 @@ class Aggregate(Node):
     aggregates: tuple[AggCall, ...]
     group_by: tuple[tuple[str, E.Expr], ...]
     window: Window | None
-    event_time: tuple[E.Expr, ...]  # the row's time is the latest of these (joins have two)
+    event_time: E.Expr  # the time that places a row in windows (a join: its first input's ts)
     items: tuple[str, ...] = ()  # output order of groups and aggregates, as the query lists them
     id: str = field(default="", compare=False)
 
@@ -180,7 +180,7 @@ class Aggregate(Node):
 
     def expressions(self) -> tuple[E.Expr, ...]:
         args = tuple(a.arg for a in self.aggregates if a.arg is not None)
-        return tuple(e for _, e in self.group_by) + args + self.event_time
+        return tuple(e for _, e in self.group_by) + args + (self.event_time,)
 
     @property
     def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
