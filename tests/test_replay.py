@@ -189,3 +189,20 @@ def test_cli_check_reports_the_bad_line(tmp_path, capsys) -> None:
 def test_explain_says_when_a_role_has_no_policy_on_a_stream(capsys) -> None:
     assert main(["explain", "--catalog", str(DRILL_CATALOG), "--user", "rick", "--query", "SELECT * FROM Health"]) == 0
     assert "Health: none of rick's roles (Captain) has a policy on this stream" in capsys.readouterr().out
+
+
+def test_iso_timestamp_variants_and_rejects(spark, tmp_path) -> None:
+    catalog = load_catalog_text("streams: {S: {schema: {ts: timestamp, v: int}}}\nroles: {R: {}}\n"
+                                "users: {u: {roles: [R]}}\npolicies:\n  - {id: p, subject: R, streams: [S], privilege: read}\n")
+    good = write_jsonl(tmp_path / "good.jsonl", [
+        {"ts": "2026-03-01T10:00:00.5Z", "v": 1}, {"ts": "2026-03-01T12:00:00+02:00", "v": 2},
+        {"ts": "2026-03-01T10:00:00", "v": 3}, {"ts": "2026-03-01T10:00:00.123456Z", "v": 4}])
+    rows = {r["v"]: r["ts"] for r in api.replay(catalog, "u", "SELECT ts, v FROM S", {"S": str(good)}, spark=spark)}
+    assert rows == {1: "2026-03-01T10:00:00.500000Z", 2: "2026-03-01T10:00:00Z", 3: "2026-03-01T10:00:00Z",
+                    4: "2026-03-01T10:00:00.123456Z"}
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"ts": "March 1st", "v": 5}])
+    from streamwarden.errors import InputError
+
+    with pytest.raises(InputError) as info:
+        api.replay(catalog, "u", "SELECT v FROM S", {"S": str(bad)}, spark=spark)
+    assert str(info.value).endswith('bad.jsonl: {"ts": "March 1st", "v": 5}')

@@ -114,7 +114,7 @@ def build_job(
     return Job(rewriting, compiled)
 
 
-_BROKEN = re.compile(r"broken record in stream [^\n]*")
+_BROKEN = re.compile(r"broken record in stream .*?(?= SQLSTATE:|\n|$)")
 
 
 @contextmanager
