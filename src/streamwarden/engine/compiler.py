@@ -86,10 +86,15 @@ class _Compiler:
         frame = frame.select("*", *[
             F.coalesce(compile_expr(v.condition), F.lit(False)).alias(name) for v, name in zip(node.views, conditions)
         ])
-        holding = F.filter(
-            F.array(*[F.when(F.col(c), F.lit(v.policy_id)) for v, c in zip(node.views, conditions)]),
-            lambda x: x.isNotNull(),
-        )
+        # concat/sort_array are code-generated; lambda-based array functions (filter,
+        # array_sort with its default comparator) are interpreted row by row.
+        if len(node.views) == 1:
+            holding = F.array(F.lit(node.views[0].policy_id))  # the only view holds on every row left
+        else:
+            holding = F.concat(*[
+                F.when(F.col(c), F.array(F.lit(v.policy_id))).otherwise(F.array().cast("array<string>"))
+                for v, c in sorted(zip(node.views, conditions), key=lambda vc: vc[0].policy_id)
+            ])
         passes = F.lit(False)
         for c in conditions:
             passes = passes | F.col(c)
@@ -123,7 +128,7 @@ class _Compiler:
         condition = compile_expr(node.predicate) & self.coexistence(node)
         joined = left.join(right, condition, "inner")
         if "__right_policies" in joined.columns:
-            merged = (F.array_sort(F.array_union(F.col(POLICIES), F.col("__right_policies")))
+            merged = (F.sort_array(F.array_distinct(F.concat(F.col(POLICIES), F.col("__right_policies"))))
                       if POLICIES in left.columns else F.col("__right_policies"))
             joined = joined.withColumn(POLICIES, merged).drop("__right_policies")
         return joined
@@ -160,7 +165,7 @@ class _Compiler:
         groups = [compile_expr(g).alias(name) for name, g in node.group_by]
         aggs = [_aggregate(a).alias(a.name) for a in node.aggregates]
         if POLICIES in frame.columns:
-            aggs.append(F.array_sort(F.array_distinct(F.flatten(F.collect_list(POLICIES)))).alias(POLICIES))
+            aggs.append(F.sort_array(F.array_distinct(F.flatten(F.collect_set(POLICIES)))).alias(POLICIES))
         grouped = frame.groupBy(bucket.alias("__window"), *groups).agg(*aggs)
         order = [F.col(name) for name in node.items]
         keep = [F.col(POLICIES)] if POLICIES in frame.columns else []

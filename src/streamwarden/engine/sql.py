@@ -50,8 +50,9 @@ def to_sql(node: Node) -> str:
                 cols.append(f"NULL AS {name}")
             else:
                 cols.append(f"CASE WHEN {' OR '.join(grantors)} THEN {name} END AS {name}")
-        policies = ", ".join(f"CASE WHEN {c} THEN '{v.policy_id}' END" for v, c in zip(node.views, conds))
-        cols.append(f"filter(array({policies}), p -> p IS NOT NULL) AS _policies")
+        policies = ", ".join(f"CASE WHEN {c} THEN array('{v.policy_id}') ELSE array() END"
+                             for v, c in sorted(zip(node.views, conds), key=lambda vc: vc[0].policy_id))
+        cols.append(f"concat({policies}) AS _policies" if len(conds) > 1 else f"array('{node.views[0].policy_id}') AS _policies")
         return f"SELECT {', '.join(cols)}\nFROM {_sub(node.child)}\nWHERE {' OR '.join(conds)}"
     if isinstance(node, Project):
         items = ", ".join(f"{sql_expr(e)} AS `{n}`" for n, e in node.items)
@@ -66,7 +67,8 @@ def to_sql(node: Node) -> str:
                 if a.window is not None and a.window.size_seconds is not None:
                     bounds.append(f"{tb} <= {ta} + INTERVAL {a.window.size_seconds:g} SECONDS")
         on = " AND ".join([sql_expr(node.predicate)] + bounds)
-        return f"SELECT * FROM {_sub(node.left)} l\nJOIN {_sub(node.right)} r\nON {on}"
+        return (f"SELECT l.*, r.* EXCEPT (_policies), sort_array(array_distinct(concat(l._policies, r._policies))) "
+                f"AS _policies\nFROM {_sub(node.left)} l\nJOIN {_sub(node.right)} r\nON {on}")
     if isinstance(node, Aggregate):
         w = node.window
         size = f"{w.size_seconds:g} seconds" if w and w.size_seconds else "?"
@@ -77,6 +79,6 @@ def to_sql(node: Node) -> str:
         groups = [f"{sql_expr(g)} AS `{n}`" for n, g in node.group_by]
         by = ", ".join([f"window({time}, '{size}', '{slide}')"] + [sql_expr(g) for _, g in node.group_by])
         cols = ["window.start AS window_start", "window.end AS window_end", *groups, *aggs,
-                "array_sort(array_distinct(flatten(collect_list(_policies)))) AS _policies"]
+                "sort_array(array_distinct(flatten(collect_set(_policies)))) AS _policies"]
         return f"SELECT {', '.join(cols)}\nFROM {_sub(node.child)}\nGROUP BY {by}"
     raise TypeError(type(node).__name__)

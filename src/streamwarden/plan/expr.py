@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, Iterator
 
+from streamwarden.plan.hashing import cached_hash
+
 NUMERIC = frozenset({"int", "long", "double"})
 COMPARISON_OPS = frozenset({"=", "<>", "<", "<=", ">", ">="})
 FLIPPED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -32,6 +34,7 @@ class Expr:
         return self
 
 
+@cached_hash
 @dataclass(frozen=True)
 class Column(Expr):
     relation: str
@@ -39,12 +42,14 @@ class Column(Expr):
     dtype: str
 
 
+@cached_hash
 @dataclass(frozen=True)
 class Literal(Expr):
     value: object
     dtype: str  # int long double string boolean timestamp null time_of_day
 
 
+@cached_hash
 @dataclass(frozen=True)
 class ProfileRef(Expr):
     """``self.<attr>``: replaced by the user's profile value when a policy is instantiated."""
@@ -53,6 +58,7 @@ class ProfileRef(Expr):
     dtype: str = "unknown"
 
 
+@cached_hash
 @dataclass(frozen=True)
 class ActionValue(Expr):
     """``start(a)``, ``end(a)`` or ``target(a)``, read from the store at run time."""
@@ -65,6 +71,7 @@ class ActionValue(Expr):
         return "double" if self.kind == "target" else "timestamp"
 
 
+@cached_hash
 @dataclass(frozen=True)
 class TimeOfDay(Expr):
     """Seconds since midnight (UTC) of a timestamp, to compare with ``6:00am``."""
@@ -79,6 +86,7 @@ class TimeOfDay(Expr):
         return TimeOfDay(children[0])
 
 
+@cached_hash
 @dataclass(frozen=True)
 class Compare(Expr):
     op: str
@@ -93,6 +101,7 @@ class Compare(Expr):
         return Compare(self.op, children[0], children[1])
 
 
+@cached_hash
 @dataclass(frozen=True)
 class Arith(Expr):
     op: str  # + - * / %
@@ -107,6 +116,7 @@ class Arith(Expr):
         return Arith(self.op, children[0], children[1], self.dtype)
 
 
+@cached_hash
 @dataclass(frozen=True)
 class Negate(Expr):
     operand: Expr
@@ -122,6 +132,7 @@ class Negate(Expr):
         return Negate(children[0])
 
 
+@cached_hash
 @dataclass(frozen=True)
 class And(Expr):
     left: Expr
@@ -135,6 +146,7 @@ class And(Expr):
         return And(children[0], children[1])
 
 
+@cached_hash
 @dataclass(frozen=True)
 class Or(Expr):
     left: Expr
@@ -148,6 +160,7 @@ class Or(Expr):
         return Or(children[0], children[1])
 
 
+@cached_hash
 @dataclass(frozen=True)
 class Not(Expr):
     operand: Expr
@@ -160,6 +173,7 @@ class Not(Expr):
         return Not(children[0])
 
 
+@cached_hash
 @dataclass(frozen=True)
 class IsNull(Expr):
     operand: Expr

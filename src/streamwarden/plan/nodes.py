@@ -20,6 +20,7 @@ from functools import cached_property
 from typing import Callable, Iterator
 
 from streamwarden.language.ast import Window
+from streamwarden.plan.hashing import cached_hash
 from streamwarden.plan import expr as E
 
 
@@ -60,6 +61,7 @@ class Node:
         raise NotImplementedError
 
 
+@cached_hash
 @dataclass(frozen=True)
 class Source(Node):
     """IN: a catalog stream entering the graph under a relation name (the query's alias)."""
@@ -80,6 +82,7 @@ class Source(Node):
         return f"IN {self.stream}{alias}{' ' + str(self.window) if self.window else ''}"
 
 
+@cached_hash
 @dataclass(frozen=True)
 class Filter(Node):
     """σ(P)."""
@@ -106,6 +109,7 @@ class Filter(Node):
         return f"σ {E.render(self.predicate)}"
 
 
+@cached_hash
 @dataclass(frozen=True)
 class Project(Node):
     """π: the query's output columns, each a name and an expression over the child."""
@@ -160,6 +164,7 @@ class AggCall:
         return f"{self.func.upper()}({inner})" + ("" if self.granted else " [not granted: NULL]")
 
 
+@cached_hash
 @dataclass(frozen=True)
 class Aggregate(Node):
     """Σ(F, A, s, o): aggregates over event-time windows, optionally grouped."""
@@ -197,6 +202,7 @@ class Aggregate(Node):
         return f"Σ {', '.join(map(str, self.aggregates))} over {self.window or '[UNBOUNDED]'}{groups}"
 
 
+@cached_hash
 @dataclass(frozen=True)
 class Join(Node):
     """Join(P) of two inputs over their windows (the co-existence condition on ``ts``)."""
@@ -242,6 +248,7 @@ class View:
         return self.attributes is None or (f.relation or "", f.name) in self.attributes
 
 
+@cached_hash
 @dataclass(frozen=True)
 class SecureView(Node):
     """Sec_View over one or more merged policies (Definition 5.1, merged per tuple).

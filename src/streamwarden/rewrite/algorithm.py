@@ -84,7 +84,7 @@ def rewrite(catalog: Catalog, user: str, query: str | Node) -> Rewriting:
         problem = deployment_problem(candidate.root)
         policies = tuple(sorted({p for n in walk(candidate.root) if isinstance(n, SecureView) for p in n.policy_ids}))
         graphs.append(AuthorizedGraph(f"ag{i}", candidate.root, candidate.kind, policies, not problem, problem))
-    notes = [unseen_columns(g.root) for g in graphs if g.deployed and unseen_columns(g.root)]
+    notes = [note for note in (unseen_columns(g.root) for g in graphs if g.deployed) if note]
     considered = {d.policy_id for d in rewriter.decisions}
     mine = {p.id: p for p in catalog.policies_for(user)}
     for stream in sorted({s.stream for s in walk(plan) if isinstance(s, Source)}):
