@@ -156,4 +156,6 @@ class _Rewriter:
 
 
 def _combine(left: str, right: str) -> str:
-    return left if left == right else f"{left} + {right}"
+    """The kinds of a join's two inputs, each named once ("read views + join policies")."""
+    kinds = list(dict.fromkeys(left.split(" + ") + right.split(" + ")))
+    return " + ".join(kinds)

@@ -29,6 +29,11 @@ class Obj:
     def streams(self) -> tuple[str, ...]:
         return tuple(stream for _, stream in self.relations)
 
+    @property
+    def stream_key(self) -> tuple[str, ...]:
+        """The streams as a sorted multiset, to compare with a policy's streams."""
+        return tuple(sorted(self.streams))
+
     def relation_of(self) -> dict[str, str] | None:
         """stream -> relation, or None when a stream occurs twice (a self-join)."""
         mapping = {stream: relation for relation, stream in self.relations}
@@ -50,12 +55,13 @@ class Decision:
 
 @dataclass
 class Context:
+    """The catalog and the user a query is rewritten for (their policies, computed once)."""
+
     catalog: Catalog
     user: User
 
-    @property
-    def policies(self) -> tuple[Policy, ...]:
-        return self.catalog.policies_for(self.user.name)
+    def __post_init__(self) -> None:
+        self.policies: tuple[Policy, ...] = self.catalog.policies_for(self.user.name)
 
 
 def sec_read(ctx: Context, source: Source, operator: str) -> tuple[list[View], list[Decision]]:
@@ -85,8 +91,9 @@ def sec_join(ctx: Context, left: Obj, right: Obj, join: Join, operator: str) -> 
     relation_of = obj.relation_of()
     views, decisions = [], []
     below = frozenset((c.relation, c.name) for e in obj.exps for c in E.columns(e))
+    wanted = obj.stream_key
     for policy in ctx.policies:
-        if len(policy.streams) < 2 or sorted(policy.streams) != sorted(obj.streams):
+        if len(policy.streams) != len(wanted) or tuple(sorted(policy.streams)) != wanted:
             continue
         if policy.privilege != "read":
             decisions.append(Decision(policy.id, operator, False, f"grants {policy.privilege}, not read"))
@@ -129,8 +136,9 @@ def sec_aggr(ctx: Context, obj: Obj, agg: Aggregate, operator: str) -> tuple[lis
     relation_of = obj.relation_of()
     grants, decisions = [], []
     wanted = conjoin_all(obj.exps)
+    streams = tuple(sorted(set(obj.streams)))
     for policy in ctx.policies:
-        if sorted(policy.streams) != sorted(set(obj.streams)) or policy.privilege == "read":
+        if policy.privilege == "read" or tuple(sorted(policy.streams)) != streams:
             continue
         if policy.privilege not in functions:
             decisions.append(Decision(policy.id, operator, False,
