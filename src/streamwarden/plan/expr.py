@@ -11,9 +11,9 @@ built from them can be compared, memoized and used as dictionary keys.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Callable, Iterator
+from typing import Callable, ClassVar, Iterator
 
 from streamwarden.plan.hashing import cached_hash
 
@@ -23,15 +23,20 @@ FLIPPED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 class Expr:
-    """Base of bound expressions; subclasses are frozen dataclasses."""
+    """Base of bound expressions; subclasses are frozen dataclasses.
+
+    ``child_fields`` names the fields holding sub-expressions, so traversal and rebuilding
+    are written once here.
+    """
 
     dtype: str
+    child_fields: ClassVar[tuple[str, ...]] = ()
 
     def children(self) -> tuple["Expr", ...]:
-        return ()
+        return tuple(getattr(self, name) for name in self.child_fields)
 
     def replace_children(self, children: tuple["Expr", ...]) -> "Expr":
-        return self
+        return replace(self, **dict(zip(self.child_fields, children))) if self.child_fields else self
 
 
 @cached_hash
@@ -76,115 +81,83 @@ class ActionValue(Expr):
 class TimeOfDay(Expr):
     """Seconds since midnight (UTC) of a timestamp, to compare with ``6:00am``."""
 
+    child_fields: ClassVar[tuple[str, ...]] = ("operand",)
     operand: Expr
     dtype: str = "int"
 
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
-
-    def replace_children(self, children: tuple[Expr, ...]) -> Expr:
-        return TimeOfDay(children[0])
 
 
 @cached_hash
 @dataclass(frozen=True)
 class Compare(Expr):
+    child_fields: ClassVar[tuple[str, ...]] = ("left", "right")
     op: str
     left: Expr
     right: Expr
     dtype: str = "boolean"
 
-    def children(self) -> tuple[Expr, ...]:
-        return (self.left, self.right)
-
-    def replace_children(self, children: tuple[Expr, ...]) -> Expr:
-        return Compare(self.op, children[0], children[1])
 
 
 @cached_hash
 @dataclass(frozen=True)
 class Arith(Expr):
+    child_fields: ClassVar[tuple[str, ...]] = ("left", "right")
     op: str  # + - * / %
     left: Expr
     right: Expr
     dtype: str = "double"
 
-    def children(self) -> tuple[Expr, ...]:
-        return (self.left, self.right)
-
-    def replace_children(self, children: tuple[Expr, ...]) -> Expr:
-        return Arith(self.op, children[0], children[1], self.dtype)
 
 
 @cached_hash
 @dataclass(frozen=True)
 class Negate(Expr):
+    child_fields: ClassVar[tuple[str, ...]] = ("operand",)
     operand: Expr
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
         return self.operand.dtype
 
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
-
-    def replace_children(self, children: tuple[Expr, ...]) -> Expr:
-        return Negate(children[0])
 
 
 @cached_hash
 @dataclass(frozen=True)
 class And(Expr):
+    child_fields: ClassVar[tuple[str, ...]] = ("left", "right")
     left: Expr
     right: Expr
     dtype: str = "boolean"
 
-    def children(self) -> tuple[Expr, ...]:
-        return (self.left, self.right)
-
-    def replace_children(self, children: tuple[Expr, ...]) -> Expr:
-        return And(children[0], children[1])
 
 
 @cached_hash
 @dataclass(frozen=True)
 class Or(Expr):
+    child_fields: ClassVar[tuple[str, ...]] = ("left", "right")
     left: Expr
     right: Expr
     dtype: str = "boolean"
 
-    def children(self) -> tuple[Expr, ...]:
-        return (self.left, self.right)
-
-    def replace_children(self, children: tuple[Expr, ...]) -> Expr:
-        return Or(children[0], children[1])
 
 
 @cached_hash
 @dataclass(frozen=True)
 class Not(Expr):
+    child_fields: ClassVar[tuple[str, ...]] = ("operand",)
     operand: Expr
     dtype: str = "boolean"
 
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
-
-    def replace_children(self, children: tuple[Expr, ...]) -> Expr:
-        return Not(children[0])
 
 
 @cached_hash
 @dataclass(frozen=True)
 class IsNull(Expr):
+    child_fields: ClassVar[tuple[str, ...]] = ("operand",)
     operand: Expr
     negated: bool = False
     dtype: str = "boolean"
 
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
-
-    def replace_children(self, children: tuple[Expr, ...]) -> Expr:
-        return IsNull(children[0], self.negated)
 
 
 TRUE = Literal(True, "boolean")

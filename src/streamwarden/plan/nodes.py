@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Callable, Iterator
+from typing import Callable, ClassVar, Iterator
 
 from streamwarden.language.ast import Window
 from streamwarden.plan.hashing import cached_hash
@@ -38,15 +38,20 @@ class Field:
 
 
 class Node:
-    """Base of plan nodes (frozen dataclasses with an ``id`` excluded from equality)."""
+    """Base of plan nodes (frozen dataclasses with an ``id`` excluded from equality).
+
+    ``child_fields`` names the fields holding input nodes, so traversal and rebuilding
+    are written once here.
+    """
 
     id: str
+    child_fields: ClassVar[tuple[str, ...]] = ()
 
     def children(self) -> tuple["Node", ...]:
-        return ()
+        return tuple(getattr(self, name) for name in self.child_fields)
 
     def with_children(self, children: tuple["Node", ...]) -> "Node":
-        return self
+        return replace(self, **dict(zip(self.child_fields, children))) if self.child_fields else self
 
     def expressions(self) -> tuple[E.Expr, ...]:
         """The expressions this operator evaluates (predicates, items, conditions)."""
@@ -87,15 +92,11 @@ class Source(Node):
 class Filter(Node):
     """σ(P)."""
 
+    child_fields: ClassVar[tuple[str, ...]] = ("child",)
     child: Node
     predicate: E.Expr
     id: str = field(default="", compare=False)
 
-    def children(self) -> tuple[Node, ...]:
-        return (self.child,)
-
-    def with_children(self, children: tuple[Node, ...]) -> Node:
-        return replace(self, child=children[0])
 
     def expressions(self) -> tuple[E.Expr, ...]:
         return (self.predicate,)
@@ -114,15 +115,11 @@ class Filter(Node):
 class Project(Node):
     """π: the query's output columns, each a name and an expression over the child."""
 
+    child_fields: ClassVar[tuple[str, ...]] = ("child",)
     child: Node
     items: tuple[tuple[str, E.Expr], ...]
     id: str = field(default="", compare=False)
 
-    def children(self) -> tuple[Node, ...]:
-        return (self.child,)
-
-    def with_children(self, children: tuple[Node, ...]) -> Node:
-        return replace(self, child=children[0])
 
     def expressions(self) -> tuple[E.Expr, ...]:
         return tuple(e for _, e in self.items)
@@ -169,6 +166,7 @@ class AggCall:
 class Aggregate(Node):
     """Σ(F, A, s, o): aggregates over event-time windows, optionally grouped."""
 
+    child_fields: ClassVar[tuple[str, ...]] = ("child",)
     child: Node
     aggregates: tuple[AggCall, ...]
     group_by: tuple[tuple[str, E.Expr], ...]
@@ -177,11 +175,6 @@ class Aggregate(Node):
     items: tuple[str, ...] = ()  # output order of groups and aggregates, as the query lists them
     id: str = field(default="", compare=False)
 
-    def children(self) -> tuple[Node, ...]:
-        return (self.child,)
-
-    def with_children(self, children: tuple[Node, ...]) -> Node:
-        return replace(self, child=children[0])
 
     def expressions(self) -> tuple[E.Expr, ...]:
         args = tuple(a.arg for a in self.aggregates if a.arg is not None)
@@ -207,6 +200,7 @@ class Aggregate(Node):
 class Join(Node):
     """Join(P) of two inputs over their windows (the co-existence condition on ``ts``)."""
 
+    child_fields: ClassVar[tuple[str, ...]] = ("left", "right")
     left: Node
     right: Node
     predicate: E.Expr
@@ -214,11 +208,6 @@ class Join(Node):
     right_window: Window | None
     id: str = field(default="", compare=False)
 
-    def children(self) -> tuple[Node, ...]:
-        return (self.left, self.right)
-
-    def with_children(self, children: tuple[Node, ...]) -> Node:
-        return replace(self, left=children[0], right=children[1])
 
     def expressions(self) -> tuple[E.Expr, ...]:
         return (self.predicate,)
@@ -258,16 +247,12 @@ class SecureView(Node):
     The ids of the views that hold are attached as ``_policies``.
     """
 
+    child_fields: ClassVar[tuple[str, ...]] = ("child",)
     child: Node
     views: tuple[View, ...]
     kind: str  # read | join | aggregate
     id: str = field(default="", compare=False)
 
-    def children(self) -> tuple[Node, ...]:
-        return (self.child,)
-
-    def with_children(self, children: tuple[Node, ...]) -> Node:
-        return replace(self, child=children[0])
 
     @property
     def fields(self) -> tuple[Field, ...]:  # type: ignore[override]

@@ -9,6 +9,7 @@ Each operator selects the policies that apply (Pol, Pol_join, Pol_agg of Definit
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable, TypeVar
 
 from streamwarden.catalog.model import Catalog, Policy, User
 from streamwarden.language.ast import Window
@@ -64,23 +65,45 @@ class Context:
         self.policies: tuple[Policy, ...] = self.catalog.policies_for(self.user.name)
 
 
+Accepted = TypeVar("Accepted")
+
+
+def _decide(ctx: Context, operator: str,
+            check: Callable[[Policy], "Accepted | str | None"]) -> tuple[list[Accepted], list[Decision]]:
+    """Run ``check`` on each of the user's policies: None = not a candidate here, a string =
+    the reason it does not apply, anything else = what the operator enforces for it."""
+    accepted: list[Accepted] = []
+    decisions: list[Decision] = []
+    for policy in ctx.policies:
+        outcome = check(policy)
+        if outcome is None:
+            continue
+        if isinstance(outcome, str):
+            decisions.append(Decision(policy.id, operator, False, outcome))
+        else:
+            accepted.append(outcome)
+            decisions.append(Decision(policy.id, operator, True))
+    return accepted, decisions
+
+
+def _instantiated(ctx: Context, policy: Policy, relations: dict[str, str] | None, what: str) -> View | str:
+    if relations is None:
+        return f"{what} policies do not apply to a self-join"
+    view = instantiate(policy, ctx.user, relations, ctx.catalog.streams)
+    return view.reason if isinstance(view, NotApplicable) else view
+
+
 def sec_read(ctx: Context, source: Source, operator: str) -> tuple[list[View], list[Decision]]:
     """Pol(S, u): read policies on exactly this stream (Definition 5.2)."""
-    views, decisions = [], []
-    for policy in ctx.policies:
+
+    def check(policy: Policy) -> View | str | None:
         if policy.streams != (source.stream,):
-            continue
+            return None
         if policy.privilege != "read":
-            decisions.append(Decision(policy.id, operator, False,
-                                      f"grants {policy.privilege}, not read: it can only authorize {policy.privilege.upper()} aggregates"))
-            continue
-        view = instantiate(policy, ctx.user, {source.stream: source.relation}, ctx.catalog.streams)
-        if isinstance(view, NotApplicable):
-            decisions.append(Decision(policy.id, operator, False, view.reason))
-            continue
-        views.append(view)
-        decisions.append(Decision(policy.id, operator, True))
-    return views, decisions
+            return f"grants {policy.privilege}, not read: it can only authorize {policy.privilege.upper()} aggregates"
+        return _instantiated(ctx, policy, {source.stream: source.relation}, "read")
+
+    return _decide(ctx, operator, check)
 
 
 def sec_join(ctx: Context, left: Obj, right: Obj, join: Join, operator: str) -> tuple[list[View], list[Decision]]:
@@ -88,35 +111,25 @@ def sec_join(ctx: Context, left: Obj, right: Obj, join: Join, operator: str) -> 
     whose condition implies the join predicate and which grant every attribute the
     selections below the join read (so those selections cannot leak, inference prevention)."""
     obj = left.union(right, ())
-    relation_of = obj.relation_of()
-    views, decisions = [], []
     below = frozenset((c.relation, c.name) for e in obj.exps for c in E.columns(e))
     wanted = obj.stream_key
-    for policy in ctx.policies:
+
+    def check(policy: Policy) -> View | str | None:
         if len(policy.streams) != len(wanted) or tuple(sorted(policy.streams)) != wanted:
-            continue
+            return None
         if policy.privilege != "read":
-            decisions.append(Decision(policy.id, operator, False, f"grants {policy.privilege}, not read"))
-            continue
-        if relation_of is None:
-            decisions.append(Decision(policy.id, operator, False, "join policies do not apply to a self-join"))
-            continue
-        view = instantiate(policy, ctx.user, relation_of, ctx.catalog.streams)
-        if isinstance(view, NotApplicable):
-            decisions.append(Decision(policy.id, operator, False, view.reason))
-            continue
+            return f"grants {policy.privilege}, not read"
+        view = _instantiated(ctx, policy, obj.relation_of(), "join")
+        if isinstance(view, str):
+            return view
         if not implies(view.condition, join.predicate):
-            decisions.append(Decision(policy.id, operator, False,
-                                      f"its condition does not imply the join predicate {E.render(join.predicate)}"))
-            continue
+            return f"its condition does not imply the join predicate {E.render(join.predicate)}"
         missing = sorted(f"{r}.{a}" for r, a in below if view.attributes is not None and (r, a) not in view.attributes)
         if missing:
-            decisions.append(Decision(policy.id, operator, False,
-                                      f"the selections below the join read {', '.join(missing)}, which it does not grant"))
-            continue
-        views.append(view)
-        decisions.append(Decision(policy.id, operator, True))
-    return views, decisions
+            return f"the selections below the join read {', '.join(missing)}, which it does not grant"
+        return view
+
+    return _decide(ctx, operator, check)
 
 
 @dataclass(frozen=True)
@@ -133,37 +146,29 @@ def sec_aggr(ctx: Context, obj: Obj, agg: Aggregate, operator: str) -> tuple[lis
     streams, granting the aggregated (and grouping) attributes, whose condition implies
     every predicate of the query below the aggregate; windows are max(requested, minimum)."""
     functions = {a.func for a in agg.aggregates}
-    relation_of = obj.relation_of()
-    grants, decisions = [], []
     wanted = conjoin_all(obj.exps)
     streams = tuple(sorted(set(obj.streams)))
-    for policy in ctx.policies:
+
+    def check(policy: Policy) -> AggregateGrant | str | None:
         if policy.privilege == "read" or tuple(sorted(policy.streams)) != streams:
-            continue
+            return None
         if policy.privilege not in functions:
-            decisions.append(Decision(policy.id, operator, False,
-                                      f"grants {policy.privilege.upper()}, the query asks for "
-                                      f"{', '.join(sorted(f.upper() for f in functions))}"))
-            continue
-        if relation_of is None:
-            decisions.append(Decision(policy.id, operator, False, "aggregate policies do not apply to a self-join"))
-            continue
-        view = instantiate(policy, ctx.user, relation_of, ctx.catalog.streams)
-        if isinstance(view, NotApplicable):
-            decisions.append(Decision(policy.id, operator, False, view.reason))
-            continue
-        reason = _aggregate_obstacle(view, agg, wanted)
-        if reason:
-            decisions.append(Decision(policy.id, operator, False, reason))
-            continue
-        granted = tuple(replace(a, granted=a.func == policy.privilege and _grants_all(view, a.arg)) for a in agg.aggregates)
+            asked = ", ".join(sorted(f.upper() for f in functions))
+            return f"grants {policy.privilege.upper()}, the query asks for {asked}"
+        view = _instantiated(ctx, policy, obj.relation_of(), "aggregate")
+        if isinstance(view, str):
+            return view
+        obstacle = _aggregate_obstacle(view, agg, wanted)
+        if obstacle:
+            return obstacle
+        granted = tuple(replace(a, granted=a.func == policy.privilege and _grants_all(view, a.arg))
+                        for a in agg.aggregates)
         if not any(a.granted for a in granted):
             names = ", ".join(str(a) for a in agg.aggregates if a.func == policy.privilege)
-            decisions.append(Decision(policy.id, operator, False, f"does not grant the attributes of {names}"))
-            continue
-        grants.append(AggregateGrant(view, granted, enlarged_window(agg.window, policy)))
-        decisions.append(Decision(policy.id, operator, True))
-    return grants, decisions
+            return f"does not grant the attributes of {names}"
+        return AggregateGrant(view, granted, enlarged_window(agg.window, policy))
+
+    return _decide(ctx, operator, check)
 
 
 def _aggregate_obstacle(view: View, agg: Aggregate, wanted: E.Expr) -> str:
