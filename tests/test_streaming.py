@@ -102,3 +102,25 @@ def test_aggregate_over_join_runs_continuously_like_replay(spark, drill_catalog,
                      available_now=True)
     stream.awaitTermination()
     assert strip(read_sink(spark, sink)) == strip(replayed)
+
+
+def test_broken_record_stops_the_run_and_loses_nothing(spark, drill_catalog, tmp_path) -> None:
+    from streamwarden.engine.execute import input_errors
+    from streamwarden.errors import InputError
+
+    incoming, sink = tmp_path / "Position", tmp_path / "sink"
+    write_jsonl(incoming / "part-0.jsonl", POSITION[:3])
+    options = dict(checkpoint=tmp_path / "c", store_url=sqlite_url(tmp_path / "s.db"), spark=spark,
+                   max_files_per_trigger=1, available_now=True)
+    query = "SELECT ts, SID, Pos FROM Position"
+    (incoming / "part-1.jsonl").write_text('{"ts": "2026-03-01T10:00:30Z", "SID": "two", "Pos": 1.0}\n')
+    stream = api.run(drill_catalog, "paul", query, {"Position": incoming}, str(sink), **options)
+    with pytest.raises(InputError, match=r'broken record in stream Position .*part-1.jsonl: .*"SID": "two"'):
+        with input_errors():
+            stream.awaitTermination()
+    assert len(read_sink(spark, sink)) == 1  # the first file's row was committed before the failure
+    write_jsonl(incoming / "part-1.jsonl", POSITION[3:])  # the provider fixes the file
+    stream = api.run(drill_catalog, "paul", query, {"Position": incoming}, str(sink), **options)
+    stream.awaitTermination()
+    assert strip(read_sink(spark, sink)) == strip(
+        api.replay(drill_catalog, "paul", query, {"Position": incoming}, spark=spark))

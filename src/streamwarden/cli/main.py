@@ -127,8 +127,11 @@ def _dispatch(args: argparse.Namespace) -> int:
                         checkpoint=args.checkpoint, store_url=args.store, lateness=args.lateness,
                         trigger=args.trigger, available_now=args.available_now)
         print(f"running {query.id} -> {args.sink} (Ctrl-C to stop)", file=sys.stderr)
+        from streamwarden.engine.execute import input_errors
+
         try:
-            query.awaitTermination()
+            with input_errors():  # a broken record stops the run; committed output stays
+                query.awaitTermination()
         finally:
             if query.isActive:
                 query.stop()
