@@ -29,8 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.compiler import POLICIES, Inputs, compile_graph
-from streamwarden.engine.execute import build_job, output_frame
-from streamwarden.engine.sources import as_relation, read_input
+from streamwarden.engine.execute import build_job, output_frame, read_relations
 from streamwarden.plan import expr as E
 from streamwarden.plan.nodes import Filter, Join, Node, sources, transform
 from streamwarden.rewrite.algorithm import AuthorizedGraph, Rewriting
@@ -58,12 +57,7 @@ class Pipeline:
 
 def raw_inputs(spark: SparkSession, catalog: Catalog, plan: Node, paths: Mapping[str, str]) -> Inputs:
     """The plan's inputs read and renamed exactly as ``build_job`` does."""
-    frames = {}
-    for source in sources(plan):
-        stream = catalog.streams[source.stream]
-        raw = read_input(spark, stream, paths[source.stream], streaming=False)
-        frames[source.relation] = as_relation(raw, stream, source.relation)
-    return Inputs(frames)
+    return Inputs(read_relations(spark, catalog, plan, paths, streaming=False))
 
 
 def unsecured(spark: SparkSession, catalog: Catalog, rewriting: Rewriting, paths: Mapping[str, str]) -> Pipeline:

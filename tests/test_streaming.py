@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from conftest import DRILL_CATALOG, ts, write_jsonl
+from conftest import ts, write_jsonl
 from streamwarden import api
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import CatalogStore, sqlite_url

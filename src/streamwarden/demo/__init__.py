@@ -20,11 +20,8 @@ from rich.table import Table
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import CatalogStore, sqlite_url
 from streamwarden.datagen import generate_drill
-from streamwarden.engine.compiler import Inputs, compile_graph
-from streamwarden.engine.execute import build_job, read_sink, start_stream
+from streamwarden.engine.execute import build_job, read_sink, start_stream, unsecured_frame
 from streamwarden.engine.session import get_spark
-from streamwarden.engine.sources import as_relation, read_input
-from streamwarden.plan.nodes import sources
 from streamwarden.rewrite.algorithm import rewrite
 
 QUERIES = [
@@ -75,7 +72,7 @@ def run_demo(workdir: Path, *, soldiers: int = 40, minutes: float = 20.0) -> int
         delivered = len(read_sink(spark, sink)) if any(sink.glob("*.json")) else 0
         authorized = build_job(spark, catalog, rewriting, inputs, streaming=False).union()
         complete = authorized.count() if authorized is not None else 0
-        unsecured = _unsecured_count(spark, catalog, rewriting, inputs)
+        unsecured = unsecured_frame(spark, catalog, rewriting, inputs).count()
         console.print(f"  done in {time.monotonic() - started:.1f} s")
         graphs = ", ".join(g.id for g in rewriting.deployed) or "none"
         results.append((user, role, graphs, delivered, complete - delivered, unsecured - complete))
@@ -89,13 +86,3 @@ def run_demo(workdir: Path, *, soldiers: int = 40, minutes: float = 20.0) -> int
                   "rows withheld: rows the same query returns without access control that the user may not see.\n"
                   f"Results are JSON files under {workdir / 'out'}; 'streamwarden explain' tells why.")
     return 0
-
-
-def _unsecured_count(spark, catalog, rewriting, inputs) -> int:  # type: ignore[no-untyped-def]
-    """Rows the original query returns with no access control (for the withheld column)."""
-    frames = {
-        s.relation: as_relation(read_input(spark, catalog.streams[s.stream], inputs[s.stream], streaming=False),
-                                catalog.streams[s.stream], s.relation)
-        for s in sources(rewriting.plan)
-    }
-    return compile_graph(rewriting.plan, Inputs(frames)).count()

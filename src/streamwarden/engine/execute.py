@@ -26,7 +26,7 @@ from streamwarden.engine.columns import physical_name
 from streamwarden.engine.compiler import POLICIES, Inputs, action_names, compile_graph
 from streamwarden.engine.sources import as_relation, read_input
 from streamwarden.errors import InputError, UnsupportedError
-from streamwarden.plan.nodes import sources
+from streamwarden.plan.nodes import Node, sources
 from streamwarden.rewrite.algorithm import AuthorizedGraph, Rewriting
 
 GRAPH = "_graph"
@@ -79,6 +79,33 @@ class Job:
         return result
 
 
+def read_relations(
+    spark: SparkSession,
+    catalog: Catalog,
+    plan: Node,
+    inputs: Mapping[str, str | Path],
+    *,
+    streaming: bool,
+    lateness: str = "0 seconds",
+    max_files_per_trigger: int | None = None,
+) -> dict[str, DataFrame]:
+    """One DataFrame per relation of ``plan`` (each stream read once), with physical names."""
+    needed = {s.stream for s in sources(plan)}
+    missing = sorted(needed - set(inputs))
+    if missing:
+        raise InputError(f"no input given for stream {', '.join(missing)} (use --input {missing[0]}=PATH)")
+    unknown = sorted(set(inputs) - set(catalog.streams))
+    if unknown:
+        raise InputError(f"--input names unknown stream {unknown[0]!r} (catalog streams: {', '.join(catalog.streams)})")
+    raw = {name: read_input(spark, catalog.streams[name], inputs[name], streaming=streaming,
+                            max_files_per_trigger=max_files_per_trigger) for name in sorted(needed)}
+    frames = {}
+    for s in sources(plan):
+        frame = as_relation(raw[s.stream], catalog.streams[s.stream], s.relation)
+        frames[s.relation] = with_progress(frame, s.relation, lateness) if streaming else frame
+    return frames
+
+
 def build_job(
     spark: SparkSession,
     catalog: Catalog,
@@ -90,28 +117,25 @@ def build_job(
     lateness: str = "0 seconds",
     max_files_per_trigger: int | None = None,
 ) -> Job:
-    """Read the inputs and compile each deployed graph of ``rewriting``."""
+    """Read the inputs and compile each deployed graph of ``rewriting``.
+
+    Authorized graphs only ever read the query's own inputs, so the relations of
+    ``rewriting.plan`` are all there is to read.
+    """
+    frames = read_relations(spark, catalog, rewriting.plan, inputs, streaming=streaming, lateness=lateness,
+                            max_files_per_trigger=max_files_per_trigger)
     graphs = rewriting.deployed
-    needed = {s.stream for g in graphs for s in sources(g.root)} | {s.stream for s in sources(rewriting.plan)}
-    missing = sorted(needed - set(inputs))
-    if missing:
-        raise InputError(f"no input given for stream {', '.join(missing)} (use --input {missing[0]}=PATH)")
-    unknown = sorted(set(inputs) - set(catalog.streams))
-    if unknown:
-        raise InputError(f"--input names unknown stream {unknown[0]!r} (catalog streams: {', '.join(catalog.streams)})")
-    raw = {name: read_input(spark, catalog.streams[name], inputs[name], streaming=streaming,
-                            max_files_per_trigger=max_files_per_trigger) for name in sorted(needed)}
-    frames = {}
-    for s in sources(rewriting.plan):
-        frame = as_relation(raw[s.stream], catalog.streams[s.stream], s.relation)
-        frames[s.relation] = with_progress(frame, s.relation, lateness) if streaming else frame
     names = sorted({a for g in graphs for a in action_names(g.root)})
     actions = actions_frame(spark, store_url, names, dict(catalog.actions)) if names else None
-    compiled = []
-    for graph in graphs:
-        context = Inputs(frames, actions, streaming)
-        compiled.append((graph, compile_graph(graph.root, context)))
-    return Job(rewriting, compiled)
+    context = Inputs(frames, actions, streaming)
+    return Job(rewriting, [(graph, compile_graph(graph.root, context)) for graph in graphs])
+
+
+def unsecured_frame(spark: SparkSession, catalog: Catalog, rewriting: Rewriting,
+                    inputs: Mapping[str, str | Path]) -> DataFrame:
+    """The query as written, with no access control (benchmarks and the demo compare to it)."""
+    frames = read_relations(spark, catalog, rewriting.plan, inputs, streaming=False)
+    return compile_graph(rewriting.plan, Inputs(frames))
 
 
 _BROKEN = re.compile(r"broken record in stream .*?(?= SQLSTATE:|\n|$)")
