@@ -9,6 +9,7 @@ import pytest
 from conftest import DRILL_CATALOG, ts, write_jsonl
 from streamwarden import api
 from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.catalog.store import CatalogStore
 from streamwarden.cli.main import main
 
 pytestmark = pytest.mark.spark
@@ -178,11 +179,14 @@ def test_cli_check_reports_the_bad_line(tmp_path, capsys) -> None:
     bad = tmp_path / "cat.yaml"
     bad.write_text(DRILL_CATALOG.read_text().replace("subject: Doctor\n    streams: [Health]\n",
                                                      "subject: Nurse\n    streams: [Health]\n", 1))
-    assert main(["check", str(bad)]) == 2
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    assert main(["check", str(bad), "--store", store]) == 2
     (err,) = capsys.readouterr().err.strip().splitlines()
     assert err.startswith(f"error: {bad}:") and "unknown role 'Nurse'" in err
-    assert main(["check", str(DRILL_CATALOG)]) == 0
-    assert "4 policies" in capsys.readouterr().out
+    assert not (tmp_path / "store.db").exists()  # nothing is stored from a bad catalog
+    assert main(["check", str(DRILL_CATALOG), "--store", store]) == 0
+    assert "4 policies; loaded into sqlite:///" in capsys.readouterr().out
+    assert [p.id for p in CatalogStore(store).load().policies] == ["p1", "p2", "p3", "p4"]
 
 
 def test_explain_says_when_a_role_has_no_policy_on_a_stream(capsys) -> None:

@@ -2,8 +2,9 @@
 
     >>> from streamwarden.catalog.loader import load_catalog
     >>> from streamwarden.rewrite.algorithm import rewrite
-    >>> r = rewrite(load_catalog("examples/drill.yaml"), "paul", "SELECT SID, Platoon FROM Position")
-    >>> print(explain_text(r).splitlines()[0])
+    >>> catalog = load_catalog("examples/drill.yaml")
+    >>> r = rewrite(catalog, "paul", "SELECT SID, Platoon FROM Position")
+    >>> print(explain_text(r, catalog).splitlines()[0])
     Query for paul (roles: Doctor): SELECT SID, Platoon FROM Position
 """
 
@@ -21,8 +22,6 @@ def explain_text(rewriting: Rewriting, catalog: Catalog | None = None, *, sql: b
     roles = ""
     if catalog is not None and rewriting.user in catalog.users:
         roles = f" (roles: {', '.join(sorted(catalog.effective_roles(rewriting.user)))})"
-    elif rewriting.user:
-        roles = ""
     lines = [f"Query for {rewriting.user}{roles}: {rewriting.query}".rstrip(), "", "Query graph:",
              textwrap.indent(render_tree(rewriting.plan), "  "), ""]
     if not rewriting.graphs:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from streamwarden.catalog.store import DEFAULT_STORE
 from streamwarden.errors import SourceError, StreamwardenError
 
 EXIT_BAD_INPUT = 2
@@ -37,7 +38,8 @@ def _parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="validate a catalog file and load it into the store")
     check.add_argument("catalog")
-    check.add_argument("--store", default=None, help="SQLAlchemy URL of the catalog store (default: no store)")
+    check.add_argument("--store", default=DEFAULT_STORE, help=f"SQLAlchemy URL of the catalog store (default {DEFAULT_STORE})")
+    check.add_argument("--no-store", action="store_true", help="only validate; write nothing")
 
     def query_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--catalog", required=True)
@@ -59,14 +61,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--input", action="append", default=[], metavar="STREAM=DIR")
     run.add_argument("--sink", required=True, help="output directory, or 'console'")
     run.add_argument("--checkpoint", default=None)
-    run.add_argument("--store", default="sqlite:///.streamwarden/catalog.db")
+    run.add_argument("--store", default=DEFAULT_STORE)
     run.add_argument("--lateness", default="0 seconds", help="watermark delay for out-of-order input")
     run.add_argument("--trigger", default="2 seconds")
     run.add_argument("--available-now", action="store_true", help="process what is there, then stop")
 
     action = sub.add_parser("action", help="update an action in the live store (start, end, target)")
     action.add_argument("name")
-    action.add_argument("--store", default="sqlite:///.streamwarden/catalog.db")
+    action.add_argument("--store", default=DEFAULT_STORE)
     action.add_argument("--start", default=None)
     action.add_argument("--end", default=None)
     action.add_argument("--target", type=float, default=None)
@@ -100,10 +102,13 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     if args.command == "check":
         catalog = api.load_catalog(args.catalog)
-        if args.store:
-            api.CatalogStore(args.store).save(catalog)
+        stored = ""
+        if not args.no_store:
+            store = api.CatalogStore(args.store)
+            store.save(catalog)
+            stored = f"; loaded into {store.url}"
         print(f"{args.catalog}: ok — {len(catalog.streams)} streams, {len(catalog.roles)} roles, "
-              f"{len(catalog.users)} users, {len(catalog.actions)} actions, {len(catalog.policies)} policies")
+              f"{len(catalog.users)} users, {len(catalog.actions)} actions, {len(catalog.policies)} policies{stored}")
         return 0
     if args.command == "explain":
         from streamwarden.explain import explain_json, explain_text

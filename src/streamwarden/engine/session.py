@@ -1,8 +1,8 @@
 """The SparkSession streamwarden runs on: local, UTC, quiet, sized for small machines.
 
-    >>> spark = get_spark()          # doctest: +SKIP
-    >>> spark.conf.get("spark.sql.session.timeZone")  # doctest: +SKIP
-    'UTC'
+``get_spark()`` returns the active session or creates one (``local[2]`` unless
+``STREAMWARDEN_MASTER`` says otherwise) with the session time zone set to UTC, so every
+timestamp streamwarden reads or writes means the same instant.
 """
 
 from __future__ import annotations

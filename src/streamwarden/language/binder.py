@@ -10,7 +10,7 @@ left-deep chain of binary joins; aggregates become Σ over the first input's win
     >>> cat = load_catalog_text("streams: {S: {schema: {ts: timestamp, a: int}}}")
     >>> plan = bind_query(parse_query("SELECT a FROM S WHERE a > 3"), cat)
     >>> print(render_tree(plan))
-    π S.a AS a   #n3
+    π S.a   #n3
       σ S.a > 3   #n2
         IN S   #n1
 """
