@@ -79,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--soldiers", type=int, default=40)
     demo.add_argument("--minutes", type=float, default=20.0)
 
+    sp = sub.add_parser("sp", help="print the SP records a data provider sends for INSERT SP statements")
+    sp.add_argument("statements", nargs="+", help="INSERT SP ... (several form one policy: same ts, sn 1..k)")
+    sp.add_argument("--ts", default=None, help="the policy's timestamp (default: now)")
+    sp.add_argument("--provider", default=None, metavar="ATTR=VALUE",
+                    help="for a stream punctuated_by ATTR: the provider these SPs belong to")
+
     sub.add_parser("bench", help="run the benchmarks (same as make bench)")
     return parser
 
@@ -143,6 +149,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "action":
         return _action(args)
+    if args.command == "sp":
+        return _sp(args)
     if args.command == "demo":
         from streamwarden.demo import run_demo
 
@@ -153,6 +161,29 @@ def _dispatch(args: argparse.Namespace) -> int:
         runpy.run_module("bench.run", run_name="__main__")
         return 0
     raise AssertionError(args.command)
+
+
+def _sp(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from streamwarden.language.expressions import parse_timestamp
+    from streamwarden.language.insert_sp import parse_insert_sp
+    from streamwarden.punctuation.generate import policy_from_statements
+    from streamwarden.punctuation.model import sp_records_text
+
+    statements = [parse_insert_sp(text, f"<statement {i}>") for i, text in enumerate(args.statements, start=1)]
+    try:
+        ts = parse_timestamp(args.ts) if args.ts else datetime.now(timezone.utc).replace(microsecond=0)
+    except ValueError:
+        raise StreamwardenError(f"--ts {args.ts!r} is not an ISO-8601 timestamp") from None
+    attribute, value = None, None
+    if args.provider:
+        attribute, sep, raw = args.provider.partition("=")
+        if not sep or not attribute:
+            raise StreamwardenError(f"--provider expects ATTR=VALUE, got {args.provider!r}")
+        value = json.loads(raw) if raw.lstrip("-").replace(".", "", 1).isdigit() else raw
+    print(sp_records_text(policy_from_statements(statements, ts, value), attribute), end="")
+    return 0
 
 
 def _action(args: argparse.Namespace) -> int:

@@ -1,0 +1,174 @@
+"""``INSERT SP`` statements: security punctuations written in CQL (Nehme et al., Fig. 7/8).
+
+    INSERT {SP | SECURITY PUNCTUATION} [[AS] name] INTO STREAM [stream] LET
+        [name.]DDP = {STREAMS|TUPLES|ATTRIBUTES}:pattern {AND ...},
+        [name.]SRP = [frbac:]pattern [WITH GRANT OPTION],
+        [[name.]SIGN = POSITIVE | NEGATIVE,]
+        [[name.]IMMUTABLE = TRUE | FALSE]
+
+Commas between the assignments are optional (Fig. 8b omits one). ``TUPLES:ALL`` is ``*``.
+
+    >>> s = parse_insert_sp('''INSERT SP AS sp1 INTO STREAM s3 LET sp1.DDP = TUPLES:[120, 200]
+    ... AND ATTRIBUTES:Frequency, sp1.SRP = frbac:R1 WITH GRANT OPTION, sp1.SIGN = POSITIVE,
+    ... sp1.IMMUTABLE = TRUE''')
+    >>> (s.name, s.stream, str(s.tuples), str(s.attributes), str(s.roles), s.grant, s.positive, s.immutable)
+    ('sp1', 's3', '[120, 200]', 'Frequency', 'R1', True, True, True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from streamwarden.errors import QuerySyntaxError, SourceText, Span
+from streamwarden.language.lexer import Token, tokenize
+from streamwarden.punctuation.patterns import Pattern, Wildcard, pattern_at
+
+_DDP_PARTS = {"STREAMS": "streams", "TUPLES": "tuples", "ATTRIBUTES": "attributes"}
+_MODELS = {"FRBAC", "RBAC"}
+
+
+@dataclass(frozen=True)
+class InsertSp:
+    """One parsed INSERT SP statement (the SP without its ts and sn)."""
+
+    name: str | None
+    stream: str | None  # INTO STREAM <name>; None inside ON RESULT (the query's result)
+    streams: Pattern | None  # DDP STREAMS: part, if written
+    tuples: Pattern
+    attributes: Pattern
+    roles: Pattern
+    grant: bool
+    positive: bool
+    immutable: bool
+    span: Span = field(compare=False, repr=False)
+
+
+class _SpParser:
+    def __init__(self, tokens: list[Token], pos: int, source: SourceText):
+        self.tokens = tokens
+        self.pos = pos
+        self.source = source
+
+    @property
+    def tok(self) -> Token:
+        return self.tokens[self.pos]
+
+    def advance(self) -> Token:
+        tok = self.tok
+        self.pos += 1
+        return tok
+
+    def fail(self, message: str, token: Token | None = None) -> None:
+        token = token or self.tok
+        found = "end of input" if token.kind == "EOF" else repr(token.text)
+        raise QuerySyntaxError(f"{message}, found {found}", self.source, token.span)
+
+    def word(self, *words: str) -> Token:
+        if self.tok.upper not in words:
+            self.fail(f"expected {' or '.join(words)}")
+        return self.advance()
+
+    def accept_word(self, *words: str) -> Token | None:
+        return self.advance() if self.tok.upper in words else None
+
+    def statement(self) -> InsertSp:
+        start = self.word("INSERT")
+        if self.accept_word("SECURITY"):
+            self.word("PUNCTUATION")
+        else:
+            self.word("SP")
+        name = None
+        if self.accept_word("AS") or (self.tok.kind == "IDENT" and self.tok.upper != "INTO"):
+            name = self.advance().text
+        self.word("INTO")
+        self.word("STREAM")
+        stream = None
+        if self.tok.upper != "LET":
+            stream = self.advance().text
+        self.word("LET")
+        values: dict[str, object] = {}
+        while True:
+            self.assignment(name, values)
+            if self.tok.kind == ",":
+                self.advance()
+            if self.tok.kind in ("EOF", ";", ")") or self.tok.upper in ("INSERT", "SELECT"):
+                break
+        for required in ("DDP", "SRP"):
+            if required not in values:
+                self.fail(f"INSERT SP needs {required} = ...")
+        end = self.tokens[self.pos - 1].span
+        ddp: dict[str, Pattern] = values["DDP"]  # type: ignore[assignment]
+        roles, grant = values["SRP"]  # type: ignore[misc]
+        return InsertSp(name, stream, ddp.get("streams"), ddp.get("tuples", Wildcard()),
+                        ddp.get("attributes", Wildcard()), roles, grant,
+                        values.get("SIGN", True), values.get("IMMUTABLE", False),  # type: ignore[arg-type]
+                        span=start.span.merge(end))
+
+    def assignment(self, name: str | None, values: dict[str, object]) -> None:
+        target = self.tok
+        if self.tokens[self.pos + 1].kind == ".":
+            qualifier = self.advance()
+            if name is not None and qualifier.text != name:
+                self.fail(f"this statement's SP is named {name!r}", qualifier)
+            self.advance()
+        key = self.word("DDP", "SRP", "SIGN", "IMMUTABLE").upper
+        if key in values:
+            self.fail(f"{key} is given twice", target)
+        if self.tok.kind != "=":
+            self.fail(f"expected '=' after {key}")
+        self.advance()
+        if key == "DDP":
+            values[key] = self.ddp()
+        elif key == "SRP":
+            values[key] = self.srp()
+        elif key == "SIGN":
+            values[key] = self.word("POSITIVE", "NEGATIVE").upper == "POSITIVE"
+        else:
+            values[key] = self.word("TRUE", "FALSE").upper == "TRUE"
+
+    def ddp(self) -> dict[str, Pattern]:
+        parts: dict[str, Pattern] = {}
+        while True:
+            part = self.word(*_DDP_PARTS)
+            if self.tok.kind != ":":
+                self.fail(f"expected ':' after {part.upper}")
+            self.advance()
+            if _DDP_PARTS[part.upper] in parts:
+                self.fail(f"{part.upper} is given twice", part)
+            parts[_DDP_PARTS[part.upper]], self.pos = pattern_at(self.tokens, self.pos, self.source)
+            if self.tok.kind != "AND":
+                return parts
+            self.advance()
+
+    def srp(self) -> tuple[Pattern, bool]:
+        if self.tokens[self.pos + 1].kind == ":" and self.tok.upper in _MODELS:
+            self.advance()
+            self.advance()
+        elif self.tokens[self.pos + 1].kind == ":":
+            self.fail("the only access control model is frbac (role-based)")
+        roles, self.pos = pattern_at(self.tokens, self.pos, self.source)
+        grant = False
+        if self.accept_word("WITH"):
+            self.word("GRANT")
+            self.word("OPTION")
+            grant = True
+        return roles, grant
+
+
+def parse_insert_sp(text: str, name: str = "<sp>") -> InsertSp:
+    """Parse one INSERT SP statement; errors name line and column."""
+    source = SourceText(name, text)
+    tokens = tokenize(source)
+    parser = _SpParser(tokens, 0, source)
+    statement = parser.statement()
+    if parser.tok.kind == ";":
+        parser.advance()
+    if parser.tok.kind != "EOF":
+        parser.fail("expected the end of the INSERT SP statement")
+    return statement
+
+
+def insert_sp_at(tokens: list[Token], pos: int, source: SourceText) -> tuple[InsertSp, int]:
+    """Parse an INSERT SP inside a larger text (a query's ON RESULT clause)."""
+    parser = _SpParser(tokens, pos, source)
+    return parser.statement(), parser.pos

@@ -1,0 +1,207 @@
+"""Pattern expressions of security punctuations (Nehme et al., Fig. 5).
+
+``{}`` matches nothing, ``*`` everything, ``c`` one constant, ``(c1, c2)`` values strictly
+between, ``[c1, c2]`` values between inclusively, ``{c1, c2, c3}`` the listed values.
+Numbers compare as numbers, everything else as text (so a patient id 120 matches
+``[100, 200]``, and role ``GP`` matches ``{GP, C}``).
+
+    >>> parse_pattern("[120, 133]").matches(125), parse_pattern("(120, 133)").matches(120)
+    (True, False)
+    >>> parse_pattern("{GP, C}").matches("C"), parse_pattern("{}").matches("C"), parse_pattern("*").matches(7)
+    (True, False, True)
+    >>> str(parse_pattern(" { D , ND } "))
+    '{D, ND}'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamwarden.errors import QuerySyntaxError, SourceText
+from streamwarden.language.lexer import Token, tokenize
+
+Value = int | float | str
+
+
+class Pattern:
+    """Base of the six pattern kinds; each says whether a value matches."""
+
+    def matches(self, value: object) -> bool:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Empty(Pattern):
+    def matches(self, value: object) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return "{}"
+
+
+@dataclass(frozen=True)
+class Wildcard(Pattern):
+    def matches(self, value: object) -> bool:
+        return True
+
+    def __str__(self) -> str:
+        return "*"
+
+
+@dataclass(frozen=True)
+class Constant(Pattern):
+    value: Value
+
+    def matches(self, value: object) -> bool:
+        return _same(value, self.value)
+
+    def __str__(self) -> str:
+        return _text(self.value)
+
+
+@dataclass(frozen=True)
+class Range(Pattern):
+    low: Value
+    high: Value
+    inclusive: bool
+
+    def matches(self, value: object) -> bool:
+        low, v, high = _comparable(self.low, value, self.high)
+        if v is None:
+            return False
+        return low <= v <= high if self.inclusive else low < v < high  # type: ignore[operator]
+
+    def __str__(self) -> str:
+        open_, close = ("[", "]") if self.inclusive else ("(", ")")
+        return f"{open_}{_text(self.low)}, {_text(self.high)}{close}"
+
+
+@dataclass(frozen=True)
+class SetOf(Pattern):
+    values: tuple[Value, ...]
+
+    def matches(self, value: object) -> bool:
+        return any(_same(value, v) for v in self.values)
+
+    def __str__(self) -> str:
+        return "{" + ", ".join(_text(v) for v in self.values) + "}"
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(str(value))
+    except ValueError:
+        return None
+
+
+def _same(a: object, b: object) -> bool:
+    na, nb = _number(a), _number(b)
+    if na is not None and nb is not None:
+        return na == nb
+    return str(a) == str(b)
+
+
+def _comparable(low: object, value: object, high: object) -> tuple[object, object, object]:
+    numbers = (_number(low), _number(value), _number(high))
+    if None not in numbers:
+        return numbers
+    if value is None:
+        return low, None, high
+    return str(low), str(value), str(high)
+
+
+def _text(value: Value) -> str:
+    return str(value)
+
+
+# -- parsing ------------------------------------------------------------------------------
+class _PatternParser:
+    def __init__(self, tokens: list[Token], pos: int, source: SourceText):
+        self.tokens = tokens
+        self.pos = pos
+        self.source = source
+
+    @property
+    def tok(self) -> Token:
+        return self.tokens[self.pos]
+
+    def fail(self, message: str) -> None:
+        found = "end of input" if self.tok.kind == "EOF" else repr(self.tok.text)
+        raise QuerySyntaxError(f"{message}, found {found}", self.source, self.tok.span)
+
+    def advance(self) -> Token:
+        tok = self.tok
+        self.pos += 1
+        return tok
+
+    def value(self) -> Value:
+        tok = self.tok
+        if tok.kind == "-" and self.tokens[self.pos + 1].kind == "NUMBER":
+            self.advance()
+            number = self.value()
+            return -number  # type: ignore[operator]
+        if tok.kind == "NUMBER":
+            self.advance()
+            return float(tok.text) if any(c in tok.text for c in ".eE") else int(tok.text)
+        if tok.kind == "STRING":
+            self.advance()
+            return tok.text[1:-1]
+        if tok.text[:1].isalpha() or tok.text[:1] == "_":
+            self.advance()
+            return tok.text
+        self.fail("expected a value in a pattern")
+        raise AssertionError
+
+    def pattern(self) -> Pattern:
+        tok = self.tok
+        if tok.kind == "*" or tok.upper == "ALL":
+            self.advance()
+            return Wildcard()
+        if tok.kind == "{":
+            self.advance()
+            values: list[Value] = []
+            while self.tok.kind != "}":
+                values.append(self.value())
+                if self.tok.kind == ",":
+                    self.advance()
+                elif self.tok.kind != "}":
+                    self.fail("expected ',' or '}' in a set pattern")
+            self.advance()
+            return SetOf(tuple(values)) if values else Empty()
+        if tok.kind in ("[", "("):
+            inclusive = tok.kind == "["
+            self.advance()
+            low = self.value()
+            if self.tok.kind != ",":
+                self.fail("expected ',' in a range pattern")
+            self.advance()
+            high = self.value()
+            if self.tok.kind != ("]" if inclusive else ")"):
+                self.fail(f"expected '{']' if inclusive else ')'}' to close the range")
+            self.advance()
+            return Range(low, high, inclusive)
+        return Constant(self.value())
+
+
+def parse_pattern(text: str, name: str = "<pattern>") -> Pattern:
+    """Parse one pattern expression; raises :class:`QuerySyntaxError` naming the column."""
+    source = SourceText(name, text)
+    tokens = tokenize(source)
+    parser = _PatternParser(tokens, 0, source)
+    pattern = parser.pattern()
+    if parser.tok.kind != "EOF":
+        parser.fail("expected the end of the pattern")
+    return pattern
+
+
+def pattern_at(tokens: list[Token], pos: int, source: SourceText) -> tuple[Pattern, int]:
+    """Parse a pattern starting at ``tokens[pos]`` (inside INSERT SP); returns it and the next position."""
+    parser = _PatternParser(tokens, pos, source)
+    return parser.pattern(), parser.pos
+
+
+__all__ = ["Constant", "Empty", "Pattern", "Range", "SetOf", "Wildcard", "parse_pattern", "pattern_at"]
