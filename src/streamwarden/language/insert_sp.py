@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from streamwarden.errors import QuerySyntaxError, SourceText, Span
+from streamwarden.errors import SourceText, Span
+from streamwarden.language.cursor import TokenCursor
 from streamwarden.language.lexer import Token, tokenize
 from streamwarden.punctuation.patterns import Pattern, Wildcard, pattern_at
 
@@ -43,26 +44,7 @@ class InsertSp:
     span: Span = field(compare=False, repr=False)
 
 
-class _SpParser:
-    def __init__(self, tokens: list[Token], pos: int, source: SourceText):
-        self.tokens = tokens
-        self.pos = pos
-        self.source = source
-
-    @property
-    def tok(self) -> Token:
-        return self.tokens[self.pos]
-
-    def advance(self) -> Token:
-        tok = self.tok
-        self.pos += 1
-        return tok
-
-    def fail(self, message: str, token: Token | None = None) -> None:
-        token = token or self.tok
-        found = "end of input" if token.kind == "EOF" else repr(token.text)
-        raise QuerySyntaxError(f"{message}, found {found}", self.source, token.span)
-
+class _SpParser(TokenCursor):
     def word(self, *words: str) -> Token:
         if self.tok.upper not in words:
             self.fail(f"expected {' or '.join(words)}")
@@ -106,7 +88,7 @@ class _SpParser:
 
     def assignment(self, name: str | None, values: dict[str, object]) -> None:
         target = self.tok
-        if self.tokens[self.pos + 1].kind == ".":
+        if self.peek().kind == ".":
             qualifier = self.advance()
             if name is not None and qualifier.text != name:
                 self.fail(f"this statement's SP is named {name!r}", qualifier)
@@ -141,10 +123,10 @@ class _SpParser:
             self.advance()
 
     def srp(self) -> tuple[Pattern, bool]:
-        if self.tokens[self.pos + 1].kind == ":" and self.tok.upper in _MODELS:
+        if self.peek().kind == ":" and self.tok.upper in _MODELS:
             self.advance()
             self.advance()
-        elif self.tokens[self.pos + 1].kind == ":":
+        elif self.peek().kind == ":":
             self.fail("the only access control model is frbac (role-based)")
         roles, self.pos = pattern_at(self.tokens, self.pos, self.source)
         grant = False

@@ -25,6 +25,7 @@ import re
 
 from streamwarden.errors import QuerySyntaxError, SourceText, Span
 from streamwarden.language import ast
+from streamwarden.language.cursor import TokenCursor
 from streamwarden.language.lexer import Token, tokenize
 
 _UNITS: dict[str, float] = {
@@ -37,39 +38,9 @@ _UNITS: dict[str, float] = {
 _COMPARISONS = frozenset({"=", "<>", "<", "<=", ">", ">="})
 
 
-class _Parser:
+class _Parser(TokenCursor):
     def __init__(self, source: SourceText):
-        self.source = source
-        self.tokens = tokenize(source)
-        self.pos = 0
-
-    # -- token helpers -------------------------------------------------------------
-    @property
-    def tok(self) -> Token:
-        return self.tokens[self.pos]
-
-    def peek(self, ahead: int = 1) -> Token:
-        return self.tokens[min(self.pos + ahead, len(self.tokens) - 1)]
-
-    def advance(self) -> Token:
-        tok = self.tokens[self.pos]
-        self.pos = min(self.pos + 1, len(self.tokens) - 1)
-        return tok
-
-    def accept(self, *kinds: str) -> Token | None:
-        if self.tok.kind in kinds:
-            return self.advance()
-        return None
-
-    def expect(self, kind: str, what: str | None = None) -> Token:
-        if self.tok.kind != kind:
-            self.fail(f"expected {what or kind}")
-        return self.advance()
-
-    def fail(self, message: str, token: Token | None = None) -> None:
-        token = token or self.tok
-        found = "end of input" if token.kind == "EOF" else repr(token.text)
-        raise QuerySyntaxError(f"{message}, found {found}", self.source, token.span)
+        super().__init__(tokenize(source), 0, source)
 
     def ident(self, what: str, *, keywords: bool = False) -> Token:
         # After a '.', keywords double as names (s.range, self.group).

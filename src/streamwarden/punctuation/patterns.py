@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamwarden.errors import QuerySyntaxError, SourceText
+from streamwarden.errors import SourceText
+from streamwarden.language.cursor import TokenCursor
 from streamwarden.language.lexer import Token, tokenize
 
 Value = int | float | str
@@ -119,28 +120,10 @@ def _text(value: Value) -> str:
 
 
 # -- parsing ------------------------------------------------------------------------------
-class _PatternParser:
-    def __init__(self, tokens: list[Token], pos: int, source: SourceText):
-        self.tokens = tokens
-        self.pos = pos
-        self.source = source
-
-    @property
-    def tok(self) -> Token:
-        return self.tokens[self.pos]
-
-    def fail(self, message: str) -> None:
-        found = "end of input" if self.tok.kind == "EOF" else repr(self.tok.text)
-        raise QuerySyntaxError(f"{message}, found {found}", self.source, self.tok.span)
-
-    def advance(self) -> Token:
-        tok = self.tok
-        self.pos += 1
-        return tok
-
+class _PatternParser(TokenCursor):
     def value(self) -> Value:
         tok = self.tok
-        if tok.kind == "-" and self.tokens[self.pos + 1].kind == "NUMBER":
+        if tok.kind == "-" and self.peek().kind == "NUMBER":
             self.advance()
             number = self.value()
             return -number  # type: ignore[operator]
