@@ -154,3 +154,12 @@ def test_implication_is_sound(antecedent: str, consequent: str, expected: bool) 
     scope = Scope({"S": StreamDef("S", (("ts", "timestamp"), ("x", "int"), ("y", "int"), ("g", "string")))})
     bind = lambda t: bind_expression(parse_expression(t), scope, SourceText("<e>", t))  # noqa: E731
     assert implies(bind(antecedent), bind(consequent)) is expected
+
+
+def test_explain_sql_merges_policies_only_where_both_join_sides_are_secured(drill_catalog) -> None:
+    from streamwarden.engine.sql import to_sql
+
+    r = rewrite(drill_catalog, "paul", "SELECT BPressure, Pos FROM Position, Health WHERE Position.SID = Health.SID")
+    read_path, join_path = (to_sql(g.root) for g in r.graphs)
+    assert "concat(l._policies, r._policies)" in read_path
+    assert "l._policies" not in join_path and "array('p4') AS _policies" in join_path

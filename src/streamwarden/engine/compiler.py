@@ -32,8 +32,9 @@ BUCKET = "__time_bucket"
 class Inputs:
     """The compiled inputs of a graph: one DataFrame per relation, already renamed.
 
-    ``actions`` is a one-row frame of live action values; ``streaming`` selects the
-    checks that only apply to streaming DataFrames (whose inputs carry watermarks).
+    ``actions`` is a one-row frame of live action values. ``streaming`` says the inputs
+    are continuous (already watermarked): their joins need no replay time buckets, and
+    stateful operators are bounded by the watermark instead.
     """
 
     frames: dict[str, DataFrame]

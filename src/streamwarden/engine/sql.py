@@ -15,7 +15,7 @@ import textwrap
 
 from streamwarden.engine.columns import physical_name
 from streamwarden.plan import expr as E
-from streamwarden.plan.nodes import Aggregate, Filter, Join, Node, Project, SecureView, Source, sources
+from streamwarden.plan.nodes import Aggregate, Filter, Join, Node, Project, SecureView, Source, sources, walk
 
 
 def sql_expr(expr: E.Expr) -> str:
@@ -29,6 +29,10 @@ def sql_expr(expr: E.Expr) -> str:
 
 def _sub(node: Node) -> str:
     return "(\n" + textwrap.indent(to_sql(node), "  ") + "\n)"
+
+
+def _has_policies(node: Node) -> bool:
+    return any(isinstance(n, SecureView) for n in walk(node))
 
 
 def to_sql(node: Node) -> str:
@@ -67,8 +71,12 @@ def to_sql(node: Node) -> str:
                 if a.window is not None and a.window.size_seconds is not None:
                     bounds.append(f"{tb} <= {ta} + INTERVAL {a.window.size_seconds:g} SECONDS")
         on = " AND ".join([sql_expr(node.predicate)] + bounds)
-        return (f"SELECT l.*, r.* EXCEPT (_policies), sort_array(array_distinct(concat(l._policies, r._policies))) "
-                f"AS _policies\nFROM {_sub(node.left)} l\nJOIN {_sub(node.right)} r\nON {on}")
+        secured = [_has_policies(node.left), _has_policies(node.right)]
+        if all(secured):
+            cols = "l.*, r.* EXCEPT (_policies), sort_array(array_distinct(concat(l._policies, r._policies))) AS _policies"
+        else:  # a join policy's view comes after this join: only one side (or none) carries _policies
+            cols = "l.*, r.*"
+        return f"SELECT {cols}\nFROM {_sub(node.left)} l\nJOIN {_sub(node.right)} r\nON {on}"
     if isinstance(node, Aggregate):
         w = node.window
         size = f"{w.size_seconds:g} seconds" if w and w.size_seconds else "?"
