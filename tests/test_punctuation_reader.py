@@ -58,3 +58,16 @@ def test_broken_records_are_named_with_file_and_line(spark, tmp_path, record, pr
     with pytest.raises(InputError) as info:
         check_records(read_punctuated(spark, HEART, tmp_path), HEART)
     assert problem in str(info.value) and "p.jsonl:3" in str(info.value)
+
+
+def test_order_holds_across_the_splits_of_a_large_file(spark, tmp_path) -> None:
+    write(tmp_path / "big.jsonl", [SP] + [tuple_(i) for i in range(1, 300)])
+    previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "2048")  # about 20 splits of one file
+    try:
+        rows = read_punctuated(spark, HEART, tmp_path).orderBy("_order").collect()
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
+    assert len({r["_order"]["file_block_start"] for r in rows}) > 5  # the file really was split
+    assert [r["_line"] for r in rows] == list(range(1, 301))
+    assert [r["Beats_per_min"] for r in rows[1:]] == [70 + i for i in range(1, 300)]

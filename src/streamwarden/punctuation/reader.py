@@ -1,8 +1,8 @@
 """Read a punctuated stream (SP records interleaved with tuples) in arrival order.
 
 Arrival order is the line order, files in name order, unless every record carries an
-explicit integer ``seq``. Spark's JSON reader forgets line positions, so lines are
-numbered with ``zipWithIndex`` (partitions of a text file are in offset order) and
+explicit integer ``seq``. Spark's JSON reader forgets line positions, so files are read
+as text, ordered by their hidden ``_metadata`` (file, split start) and row ids, and
 parsed with ``from_json``: the per-record work stays in the JVM. Every row keeps its
 file and line, so a broken record can be named.
 
@@ -18,14 +18,13 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.window import Window
 from pyspark.sql.types import (BooleanType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
 from streamwarden.catalog.model import StreamDef
 from streamwarden.engine.sources import CORRUPT, catalog_schema
 from streamwarden.errors import InputError
-
-_LINE_BITS = 40  # up to 2^40 lines per file; files are ranked above that
 
 _SP_FIELDS = StructType([
     StructField("kind", StringType()), StructField("streams", StringType()), StructField("tuples", StringType()),
@@ -44,19 +43,31 @@ def punctuated_files(path: str | Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.suffix in (".jsonl", ".json") and not p.name.startswith("."))
 
 
+def _numbered_lines(spark: SparkSession, files: list[Path]) -> DataFrame:
+    """Lines with their file, 1-based line number and a sortable arrival position.
+
+    Everything stays in the JVM: a line's position is (file, start of its split, its
+    row id), since row ids grow in line order within a split and splits of a file are
+    ordered by their start offset. Files sort by path, i.e. by name in one folder.
+    """
+    lines = spark.read.text([str(f) for f in files]).select(
+        F.col("_metadata.file_path").alias("_file"),
+        F.struct(F.col("_metadata.file_path"), F.col("_metadata.file_block_start"),
+                 F.monotonically_increasing_id()).alias("_position"),
+        F.col("value").alias("_text"),
+    )
+    line = F.row_number().over(Window.partitionBy("_file").orderBy("_position"))
+    return lines.select("_file", line.cast("long").alias("_line"), "_position", "_text")
+
+
 def read_punctuated(spark: SparkSession, stream: StreamDef, path: str | Path) -> DataFrame:
     """Every record of ``path`` with its arrival order, parsed against ``stream``'s schema."""
     files = punctuated_files(path)
-    lines = None
-    for rank, file in enumerate(files):
-        numbered = spark.sparkContext.textFile(str(file)).zipWithIndex().map(
-            lambda pair, rank=rank, name=str(file): (name, pair[1] + 1, (rank << _LINE_BITS) + pair[1], pair[0]))
-        lines = numbered if lines is None else lines.union(numbered)
-    schema = "_file string, _line long, _position long, _text string"
-    if lines is None:
-        frame = spark.createDataFrame([], schema)
+    if not files:
+        frame = spark.createDataFrame([], "_file string, _line long, _position struct<a:string,b:long,c:long>, "
+                                          "_text string")
     else:
-        frame = spark.createDataFrame(lines, schema)
+        frame = _numbered_lines(spark, files)
     frame = frame.filter(F.trim("_text") != "")
     base = catalog_schema(stream, corrupt_column=True)
     fields = StructType(list(base.fields) + [f for f in _SP_FIELDS.fields if f.name not in base.fieldNames()])
@@ -67,7 +78,7 @@ def read_punctuated(spark: SparkSession, stream: StreamDef, path: str | Path) ->
     # An explicit seq orders records only when every record has one (else line order).
     has_seq = frame.agg(F.min(F.col("_r.seq").isNotNull().cast("int"))).first()
     use_seq = bool(has_seq and has_seq[0] == 1)
-    order = F.col("_r.seq") if use_seq else F.col("_position")
+    order = F.struct(F.lit(""), F.col("_r.seq"), F.lit(0).cast("long")) if use_seq else F.col("_position")
     columns = [
         order.alias("_order"), F.col("_file"), F.col("_line"), F.coalesce(is_sp, F.lit(False)).alias("_is_sp"),
         F.col("_r.streams").alias("sp_streams"), F.col("_r.tuples").alias("sp_tuples"),
