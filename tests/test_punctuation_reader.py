@@ -9,7 +9,8 @@ import pytest
 from conftest import ts
 from streamwarden.catalog.model import StreamDef
 from streamwarden.errors import InputError
-from streamwarden.punctuation.reader import check_records, read_punctuated
+from streamwarden.engine.execute import input_errors
+from streamwarden.punctuation.reader import read_punctuated, shielded_input
 
 pytestmark = pytest.mark.spark
 
@@ -29,18 +30,18 @@ def write(path, records) -> None:
 def test_line_order_across_files_in_name_order(spark, tmp_path) -> None:
     write(tmp_path / "b.jsonl", [tuple_(3), tuple_(4)])
     write(tmp_path / "a.jsonl", [SP, tuple_(1), "", tuple_(2)])
-    rows = read_punctuated(spark, HEART, tmp_path).orderBy("_order").collect()
+    rows = read_punctuated(spark, HEART, tmp_path).orderBy("_file", "_line").collect()
     assert [(r["_is_sp"], r["Beats_per_min"]) for r in rows] == [(True, None), (False, 71), (False, 72), (False, 73), (False, 74)]
-    sp_row = rows[0]
-    assert (sp_row["sp_tuples"], sp_row["sp_roles"], sp_row["sp_sn"], sp_row["sp_sign"]) == ("[120, 133]", "{GP, C}", 1, "+")
+    sp_row = rows[0]["_sp"]
+    assert (sp_row["tuples"], sp_row["roles"], sp_row["sn"], sp_row["sign"]) == ("[120, 133]", "{GP, C}", 1, "+")
     assert rows[1]["sp_csn"] == 1 and rows[1]["sp_ts"] is not None
     assert [r["_line"] for r in rows] == [1, 2, 4, 1, 2]  # blank lines are skipped but counted
 
 
 def test_explicit_seq_overrides_line_order(spark, tmp_path) -> None:
     write(tmp_path / "x.jsonl", [{**tuple_(1), "seq": 2}, {**SP, "seq": 1}])
-    rows = read_punctuated(spark, HEART, tmp_path / "x.jsonl").orderBy("_order").collect()
-    assert [r["_is_sp"] for r in rows] == [True, False]
+    rows = shielded_input(spark, HEART, tmp_path / "x.jsonl", {"GP"}, streaming=False).collect()
+    assert [r["_gov"] is not None for r in rows] == [True]  # the SP (seq 1) came first
 
 
 @pytest.mark.parametrize(
@@ -51,23 +52,24 @@ def test_explicit_seq_overrides_line_order(spark, tmp_path) -> None:
         ('{"Patient_id": 1}', "record has no ts"),
         ('{"kind": "spx", "ts": "2026-03-01T10:00:01Z"}', "unknown kind spx"),
         ('{"ts": ', "not valid JSON"),
+        (json.dumps({**SP, "tuples": "[120, 133"}), "malformed tuples pattern [120, 133"),
+        (json.dumps({**SP, "roles": "{GP,"}), "malformed roles pattern"),
+        (json.dumps({**SP, "sign": "maybe"}), "sign must be"),
+        (json.dumps({**SP, "sn": 0}), "sn must be a positive integer"),
     ],
 )
 def test_broken_records_are_named_with_file_and_line(spark, tmp_path, record, problem) -> None:
     write(tmp_path / "p.jsonl", [SP, tuple_(1), record])
-    with pytest.raises(InputError) as info:
-        check_records(read_punctuated(spark, HEART, tmp_path), HEART)
+    with pytest.raises(InputError) as info, input_errors():
+        shielded_input(spark, HEART, tmp_path, {"GP"}, streaming=False).collect()
     assert problem in str(info.value) and "p.jsonl:3" in str(info.value)
 
 
-def test_order_holds_across_the_splits_of_a_large_file(spark, tmp_path) -> None:
-    write(tmp_path / "big.jsonl", [SP] + [tuple_(i) for i in range(1, 300)])
-    previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "2048")  # about 20 splits of one file
-    try:
-        rows = read_punctuated(spark, HEART, tmp_path).orderBy("_order").collect()
-    finally:
-        spark.conf.set("spark.sql.files.maxPartitionBytes", previous)
-    assert len({r["_order"]["file_block_start"] for r in rows}) > 5  # the file really was split
-    assert [r["_line"] for r in rows] == list(range(1, 301))
-    assert [r["Beats_per_min"] for r in rows[1:]] == [70 + i for i in range(1, 300)]
+def test_a_policy_change_mid_file_governs_exactly_the_tuples_after_it(spark, tmp_path) -> None:
+    later = {**SP, "ts": ts(150), "tuples": "{999}"}  # from line 152 on, no patient of ours is readable
+    records = [SP] + [tuple_(i) for i in range(1, 151)] + [later] + [
+        {**tuple_(i), "sp_ts": ts(150)} for i in range(151, 300)]
+    write(tmp_path / "big.jsonl", records)
+    rows = shielded_input(spark, HEART, tmp_path, {"GP"}, streaming=False).collect()
+    allowed = sorted(r["Beats_per_min"] - 70 for r in rows if r["_gov"] is not None)
+    assert allowed == list(range(1, 151)) and len(rows) == 299

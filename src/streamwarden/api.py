@@ -26,16 +26,22 @@ from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.store import DEFAULT_STORE, CatalogStore
 from streamwarden.engine.execute import build_job, replay_rows, start_stream, write_replay
 from streamwarden.engine.session import get_spark
-from streamwarden.rewrite.algorithm import Rewriting, rewrite
+from streamwarden.passes import SecurityOptions, input_stats, secure
+from streamwarden.rewrite.algorithm import Rewriting
 
 __all__ = [
     "Catalog", "CatalogStore", "Rewriting", "authorize", "load_catalog", "replay", "replay_to_file", "run",
 ]
 
 
-def authorize(catalog: Catalog, user: str, query: str) -> Rewriting:
-    """Rewrite ``query`` into the authorized graphs ``user`` may run (Algorithm 1)."""
-    return rewrite(catalog, user, query)
+def authorize(catalog: Catalog, user: str, query: str, *, join_strategy: str = "adaptive",
+              inputs: Mapping[str, str | Path] | None = None) -> Rewriting:
+    """The authorized graphs ``user`` may run for ``query``: every security pass applied.
+
+    ``inputs`` (stream → path), when given, feed the adaptive SCJoin its statistics.
+    """
+    stats = input_stats(catalog, inputs) if inputs else {}
+    return secure(catalog, user, query, SecurityOptions(join_strategy, stats))
 
 
 def replay(
@@ -46,9 +52,10 @@ def replay(
     *,
     spark: SparkSession | None = None,
     store_url: str | None = None,
+    join_strategy: str = "adaptive",
 ) -> list[dict]:
     """Run the authorized plan over recorded files and return the result rows as dicts."""
-    rewriting = rewrite(catalog, user, query)
+    rewriting = authorize(catalog, user, query, inputs=inputs, join_strategy=join_strategy)
     job = build_job(spark or get_spark(), catalog, rewriting, inputs, streaming=False, store_url=store_url)
     return [json.loads(line) for line in replay_rows(job)]
 
@@ -62,9 +69,10 @@ def replay_to_file(
     *,
     spark: SparkSession | None = None,
     store_url: str | None = None,
+    join_strategy: str = "adaptive",
 ) -> int:
     """Like :func:`replay`, writing JSON lines to ``output``; returns the row count."""
-    rewriting = rewrite(catalog, user, query)
+    rewriting = authorize(catalog, user, query, inputs=inputs, join_strategy=join_strategy)
     job = build_job(spark or get_spark(), catalog, rewriting, inputs, streaming=False, store_url=store_url)
     return write_replay(job, output)
 
@@ -83,6 +91,7 @@ def run(
     trigger: str | None = None,
     available_now: bool = False,
     max_files_per_trigger: int | None = None,
+    join_strategy: str = "adaptive",
 ) -> StreamingQuery:
     """Start the authorized plan continuously over file streams; returns the Spark query.
 
@@ -93,7 +102,7 @@ def run(
     store = CatalogStore(store_url)
     if catalog.text:
         store.save(catalog, keep_live_actions=True)  # actions may have changed since the file was written
-    rewriting = rewrite(catalog, user, query)
+    rewriting = authorize(catalog, user, query, inputs=inputs, join_strategy=join_strategy)
     if checkpoint is None:
         key = hashlib.sha256(f"{user}\0{query}\0{sink}".encode()).hexdigest()[:16]
         checkpoint = Path(".streamwarden") / "checkpoints" / key

@@ -31,6 +31,7 @@ from streamwarden.errors import CatalogError, SourceText, Span, StreamwardenErro
 from streamwarden.language import ast
 from streamwarden.language.expressions import Scope, bind_expression, parse_timestamp
 from streamwarden.language.parser import parse_duration, parse_expression
+from streamwarden.punctuation.model import sp_from_record
 
 Path_ = tuple[object, ...]
 
@@ -160,8 +161,47 @@ class _Loader:
             if key is not None and key not in dict(schema):
                 self.fail(path + ("key",), f"key {key!r} is not an attribute of {name}")
             options = {k: v for k, v in spec.items() if k not in ("schema", "key")}
+            self.punctuation_options(options, dict(schema), key, path, str(name))
             streams[str(name)] = StreamDef(str(name), tuple(schema), key, MappingProxyType(options))
         return streams
+
+    def punctuation_options(self, options: dict[str, Any], schema: dict[str, str], key: str | None, path: Path_,
+                            name: str) -> None:
+        """Check punctuated_by, combine and server_policies; parse server policies into SPs."""
+        punctuated = ("punctuated_by", "server_policies", "combine")
+        if key is None:
+            for option in punctuated:
+                if option in options:
+                    self.fail(path + (option,), f"stream {name}: {option} needs a key (the attribute SP tuple "
+                                                f"patterns match)", key=True)
+            return
+        provider = options.get("punctuated_by")
+        if provider is not None and provider not in schema:
+            self.fail(path + ("punctuated_by",), f"punctuated_by {provider!r} is not an attribute of {name}")
+        mode = options.get("combine", "intersect")
+        if mode not in ("intersect", "union"):
+            self.fail(path + ("combine",), f"combine must be intersect or union, not {mode!r}")
+        raw = options.get("server_policies") or []
+        if not isinstance(raw, list):
+            self.fail(path + ("server_policies",), "server_policies must be a list of {streams, tuples, attributes, "
+                                                   "roles, sign}")
+        parsed = []
+        for i, entry in enumerate(raw):
+            where = path + ("server_policies", i)
+            if not isinstance(entry, dict):
+                self.fail(where, "a server policy must be a mapping {streams, tuples, attributes, roles, sign}")
+            unknown = sorted(set(entry) - {"streams", "tuples", "attributes", "roles", "sign"})
+            if unknown:
+                self.fail(where + (unknown[0],), f"unknown key {unknown[0]!r} in a server policy", key=True)
+            if "roles" not in entry:
+                self.fail(where, "a server policy needs roles")
+            record = {"kind": "sp", "ts": "1970-01-01T00:00:00Z", "sn": i + 1, **{k: str(v) for k, v in entry.items()}}
+            try:
+                parsed.append(sp_from_record(record, f"server policy {i + 1} of {name}"))
+            except StreamwardenError as exc:
+                self.fail(where, str(exc))
+        options["server_policies"] = tuple(parsed)
+        options["combine"] = mode
 
     def roles(self, raw: Any) -> dict[str, Role]:
         roles: dict[str, Role] = {}

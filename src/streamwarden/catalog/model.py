@@ -37,6 +37,26 @@ class StreamDef:
     def type_of(self, attribute: str) -> str | None:
         return dict(self.schema).get(attribute)
 
+    @property
+    def punctuated(self) -> bool:
+        """A stream with a ``key`` carries security punctuations: SPs decide access to it."""
+        return self.key is not None
+
+    @property
+    def punctuated_by(self) -> str | None:
+        """The attribute naming each record's provider (one shield per provider), if any."""
+        value = self.options.get("punctuated_by")
+        return None if value is None else str(value)
+
+    @property
+    def server_policies(self) -> tuple[object, ...]:
+        """The server's SPs for this stream (parsed by the loader)."""
+        return tuple(self.options.get("server_policies", ()))  # type: ignore[arg-type]
+
+    @property
+    def combine(self) -> str:
+        return str(self.options.get("combine", "intersect"))
+
 
 @dataclass(frozen=True)
 class Role:

@@ -21,7 +21,10 @@ from pyspark.sql import functions as F
 from streamwarden.errors import UnsupportedError
 from streamwarden.language.ast import Window
 from streamwarden.plan import expr as E
-from streamwarden.plan.nodes import AggCall, Aggregate, Filter, Join, Node, Project, SecureView, Source, sources, walk
+from streamwarden.plan.nodes import (AggCall, Aggregate, Filter, Join, Node, Project, SecureView, Shield, Source,
+                                     sources, walk)
+from streamwarden.punctuation.decide import GOVERNING, access_mask, combined_mask, has_bit, server_mask
+from streamwarden.punctuation.kernel import GOV
 from streamwarden.engine.columns import SPARK_TYPES, compile_expr, physical_name
 
 POLICIES = "_policies"
@@ -59,7 +62,7 @@ class _Compiler:
         self.memo: dict[int, DataFrame] = {}
         self.handlers: dict[type, Callable[[Node], DataFrame]] = {
             Source: self.source, Filter: self.filter, SecureView: self.secure_view,
-            Project: self.project, Join: self.join, Aggregate: self.aggregate,
+            Project: self.project, Join: self.join, Aggregate: self.aggregate, Shield: self.shield,
         }
 
     def compile(self, node: Node) -> DataFrame:
@@ -116,6 +119,30 @@ class _Compiler:
                 masked.append(F.when(visible, F.col(column)).alias(column))
         extras = [c for c in frame.columns if c.startswith("__action__")]
         return frame.select(*masked, *extras, holding.alias(POLICIES))
+
+    def shield(self, node: Shield) -> DataFrame:  # type: ignore[override]
+        """Mask one relation's attributes by the SPs governing each tuple (``R___gov``)."""
+        frame = self.compile(node.child)
+        source = next(s for s in sources(node) if s.relation == node.relation)
+        attributes = [name for name, _ in source.schema]
+        key_dtype = dict(source.schema)[node.key]
+        key = physical_name(node.relation, node.key)
+        gov = physical_name(node.relation, GOV)
+        frame = frame.withColumn(gov, F.from_json(F.col(gov), GOVERNING))  # parsed once, read three times
+        provider, immutable = access_mask(F.col(gov), F.col(key), key_dtype, grant_only=node.grant_only)
+        server = (server_mask(node.server, node.stream, attributes, node.roles, key, key_dtype)  # type: ignore[arg-type]
+                  if node.server else None)
+        frame = frame.withColumn("__mask", combined_mask(provider, immutable, server, node.combine))
+        others = sum(1 << j for j, name in enumerate(attributes) if name != "ts")
+        frame = frame.filter(F.col("__mask").bitwiseAND(F.lit(others).cast("bigint")) != 0)
+        masked = {physical_name(node.relation, name): j for j, name in enumerate(attributes) if name != "ts"}
+        frame = frame.select(*[
+            F.when(has_bit(F.col("__mask"), masked[c]), F.col(c)).alias(c) if c in masked else F.col(c)
+            for c in frame.columns if c not in (gov, "__mask")
+        ])
+        for predicate in node.rechecked:  # a lifted shield: the same rows as one right above the stream
+            frame = frame.filter(compile_expr(predicate))
+        return frame
 
     def project(self, node: Project) -> DataFrame:  # type: ignore[override]
         frame = self.compile(node.child)

@@ -26,7 +26,8 @@ from streamwarden.engine.columns import physical_name
 from streamwarden.engine.compiler import POLICIES, Inputs, action_names, compile_graph
 from streamwarden.engine.sources import as_relation, read_input
 from streamwarden.errors import InputError, UnsupportedError
-from streamwarden.plan.nodes import Node, sources
+from streamwarden.plan.nodes import Node, Shield, sources, walk
+from streamwarden.punctuation.reader import shielded_input, unshielded_input
 from streamwarden.rewrite.algorithm import AuthorizedGraph, Rewriting
 
 GRAPH = "_graph"
@@ -88,8 +89,14 @@ def read_relations(
     streaming: bool,
     lateness: str = "0 seconds",
     max_files_per_trigger: int | None = None,
+    shields: Mapping[str, Shield] | None = None,
 ) -> dict[str, DataFrame]:
-    """One DataFrame per relation of ``plan`` (each stream read once), with physical names."""
+    """One DataFrame per relation of ``plan`` (each stream read once), with physical names.
+
+    A punctuated stream with a shield in ``shields`` (by stream) goes through the Security
+    Shield for that shield's roles; without one its SP records are just dropped (the
+    unsecured pipeline benchmarks compare against).
+    """
     needed = {s.stream for s in sources(plan)}
     missing = sorted(needed - set(inputs))
     if missing:
@@ -97,8 +104,16 @@ def read_relations(
     unknown = sorted(set(inputs) - set(catalog.streams))
     if unknown:
         raise InputError(f"--input names unknown stream {unknown[0]!r} (catalog streams: {', '.join(catalog.streams)})")
-    raw = {name: read_input(spark, catalog.streams[name], inputs[name], streaming=streaming,
-                            max_files_per_trigger=max_files_per_trigger) for name in sorted(needed)}
+    shields = shields or {}
+    raw = {}
+    for name in sorted(needed):
+        stream = catalog.streams[name]
+        if stream.punctuated:
+            raw[name] = (shielded_input(spark, stream, inputs[name], shields[name].roles, streaming=streaming)
+                         if name in shields else unshielded_input(spark, stream, inputs[name], streaming=streaming))
+        else:
+            raw[name] = read_input(spark, stream, inputs[name], streaming=streaming,
+                                   max_files_per_trigger=max_files_per_trigger)
     frames = {}
     for s in sources(plan):
         frame = as_relation(raw[s.stream], catalog.streams[s.stream], s.relation)
@@ -122,9 +137,10 @@ def build_job(
     Authorized graphs only ever read the query's own inputs, so the relations of
     ``rewriting.plan`` are all there is to read.
     """
-    frames = read_relations(spark, catalog, rewriting.plan, inputs, streaming=streaming, lateness=lateness,
-                            max_files_per_trigger=max_files_per_trigger)
     graphs = rewriting.deployed
+    shields = {n.stream: n for g in graphs for n in walk(g.root) if isinstance(n, Shield)}
+    frames = read_relations(spark, catalog, rewriting.plan, inputs, streaming=streaming, lateness=lateness,
+                            max_files_per_trigger=max_files_per_trigger, shields=shields)
     names = sorted({a for g in graphs for a in action_names(g.root)})
     actions = actions_frame(spark, store_url, names, dict(catalog.actions)) if names else None
     context = Inputs(frames, actions, streaming)

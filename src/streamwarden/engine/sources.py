@@ -114,5 +114,6 @@ def _parquet(spark: SparkSession, stream: StreamDef, path: str, streaming: bool,
 
 
 def as_relation(frame: DataFrame, stream: StreamDef, relation: str) -> DataFrame:
-    """Rename the stream's columns to the plan's physical names for ``relation``."""
-    return frame.select(*[F.col(n).alias(physical_name(relation, n)) for n, _ in stream.schema])
+    """Rename the stream's columns (and a shield's ``_gov``) to ``relation``'s physical names."""
+    names = [n for n, _ in stream.schema] + [c for c in ("_gov",) if c in frame.columns]
+    return frame.select(*[F.col(n).alias(physical_name(relation, n)) for n in names])

@@ -274,6 +274,65 @@ class SecureView(Node):
         return f.name == "ts" or any(v.grants(f) for v in self.views)
 
 
+@cached_hash
+@dataclass(frozen=True)
+class Shield(Node):
+    """SS: the Security Shield of a punctuated stream (Nehme et al., section 5.1).
+
+    Each tuple of ``stream`` is checked against the policy its provider streamed ahead
+    of it, for the user's effective ``roles``: attributes the policy (combined with the
+    stream's ``server`` policies by ``combine``) does not grant become NULL, and a tuple
+    with no attribute but ``ts`` left is dropped. With ``grant_only`` an attribute must
+    also be granted WITH GRANT OPTION (the query re-publishes its results, ON RESULT).
+
+    ``placement`` says where the pass put it: ``down`` right above the stream, or ``up``
+    above the selections over it (they then run on the raw tuples first, and run again
+    on the masked ones, so the result is the same; only the cost differs).
+    """
+
+    child_fields: ClassVar[tuple[str, ...]] = ("child",)
+    child: Node
+    stream: str
+    relation: str
+    key: str
+    roles: frozenset[str]
+    server: tuple[object, ...] = ()
+    combine: str = "intersect"
+    grant_only: bool = False
+    placement: str = "down"
+    reason: str = ""
+    id: str = field(default="", compare=False)
+
+    @property
+    def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
+        return self.child.fields
+
+    @property
+    def rechecked(self) -> tuple[E.Expr, ...]:
+        """Predicates between a lifted shield and its stream (selections, an SCJoin's join),
+        which are applied again to the masked tuples."""
+        predicates: list[E.Expr] = []
+        node = self.child
+        while not isinstance(node, Source):
+            if isinstance(node, Filter):
+                predicates.append(node.predicate)
+                node = node.child
+            elif isinstance(node, Join):
+                predicates.append(node.predicate)
+                node = node.left if any(s.relation == self.relation for s in sources(node.left)) else node.right
+            elif isinstance(node, Shield):
+                node = node.child
+            else:
+                raise TypeError(f"a shield cannot be lifted above {node.label} (node {node.id})")
+        return tuple(predicates)
+
+    @property
+    def label(self) -> str:
+        server = f", server policies {self.combine}" if self.server else ""
+        grant = ", grant option only" if self.grant_only else ""
+        return f"SS[{self.placement}] {self.relation} for roles {{{', '.join(sorted(self.roles))}}}{server}{grant}"
+
+
 # -- traversal --------------------------------------------------------------------------
 def walk(node: Node) -> Iterator[Node]:
     """Every node, children before parents (each shared node once)."""

@@ -1,30 +1,34 @@
-"""Read a punctuated stream (SP records interleaved with tuples) in arrival order.
+"""Read a punctuated stream and pass it through the Security Shield.
 
-Arrival order is the line order, files in name order, unless every record carries an
-explicit integer ``seq``. Spark's JSON reader forgets line positions, so files are read
-as text, ordered by their hidden ``_metadata`` (file, split start) and row ids, and
-parsed with ``from_json``: the per-record work stays in the JVM. Every row keeps its
-file and line, so a broken record can be named.
+:func:`read_punctuated` parses every line of the input (read in arrival order by
+:mod:`streamwarden.punctuation.files`) in the JVM against the stream's schema plus the
+SP fields, and says why a record is unusable (``_broken``): not JSON of the catalog's
+types, an unknown ``kind``, no ``ts``, a malformed SP, a missing provider attribute.
 
-The result has ``_order`` (arrival order), ``_file``, ``_line``, ``_is_sp``, the SP
-fields (``sp_streams``, ``sp_tuples``, ``sp_attributes``, ``sp_roles``, ``sp_sign``,
-``sp_immutable``, ``sp_grant``, ``sp_policy_ts``, ``sp_sn``), the stream's attributes,
-``sp_ts``/``sp_csn`` (a tuple's ts.csn_sp) and ``_broken`` (why a record is unusable).
+:func:`shielded_input` is what the engine reads: a broken record stops the job with one
+error naming the file, the line and the record; each SP record is encoded for the
+user's roles (:func:`streamwarden.punctuation.decide.encode_sp`); then one shield per
+provider (``punctuated_by``, else one for the stream) decides which policy governs each
+tuple (:mod:`streamwarden.punctuation.kernel`). The result has the stream's attributes,
+unmasked, and ``_gov``; the plan's Shield operator turns ``_gov`` into masks.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.window import Window
-from pyspark.sql.types import (BooleanType, IntegerType, LongType, StringType, StructField, StructType,
-                               TimestampType)
+from pyspark.sql.streaming.state import GroupStateTimeout
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from streamwarden.catalog.model import StreamDef
+from streamwarden.engine.columns import SPARK_TYPES
 from streamwarden.engine.sources import CORRUPT, catalog_schema
-from streamwarden.errors import InputError
+from streamwarden.punctuation.decide import pattern_problem, sp_code, with_parsed_patterns
+from streamwarden.punctuation.files import punctuated_lines
+from streamwarden.punctuation.kernel import GOV, STATE_SCHEMA, continuous_shield, replay_shield
 
 _SP_FIELDS = StructType([
     StructField("kind", StringType()), StructField("streams", StringType()), StructField("tuples", StringType()),
@@ -32,74 +36,72 @@ _SP_FIELDS = StructType([
     StructField("immutable", BooleanType()), StructField("grant", BooleanType()), StructField("sn", IntegerType()),
     StructField("sp_ts", TimestampType()), StructField("sp_csn", IntegerType()), StructField("seq", LongType()),
 ])
+TIMESTAMPS = "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS][XXX]"
+SP_COLUMNS = ("streams", "tuples", "attributes", "roles", "sign", "immutable", "grant", "sn")
 
 
-def punctuated_files(path: str | Path) -> list[Path]:
-    path = Path(path)
-    if path.is_file():
-        return [path]
-    if not path.exists():
-        raise InputError(f"punctuated input not found: {path}")
-    return sorted(p for p in path.iterdir() if p.suffix in (".jsonl", ".json") and not p.name.startswith("."))
-
-
-def _numbered_lines(spark: SparkSession, files: list[Path]) -> DataFrame:
-    """Lines with their file, 1-based line number and a sortable arrival position.
-
-    Everything stays in the JVM: a line's position is (file, start of its split, its
-    row id), since row ids grow in line order within a split and splits of a file are
-    ordered by their start offset. Files sort by path, i.e. by name in one folder.
-    """
-    lines = spark.read.text([str(f) for f in files]).select(
-        F.col("_metadata.file_path").alias("_file"),
-        F.struct(F.col("_metadata.file_path"), F.col("_metadata.file_block_start"),
-                 F.monotonically_increasing_id()).alias("_position"),
-        F.col("value").alias("_text"),
-    )
-    line = F.row_number().over(Window.partitionBy("_file").orderBy("_position"))
-    return lines.select("_file", line.cast("long").alias("_line"), "_position", "_text")
-
-
-def read_punctuated(spark: SparkSession, stream: StreamDef, path: str | Path) -> DataFrame:
-    """Every record of ``path`` with its arrival order, parsed against ``stream``'s schema."""
-    files = punctuated_files(path)
-    if not files:
-        frame = spark.createDataFrame([], "_file string, _line long, _position struct<a:string,b:long,c:long>, "
-                                          "_text string")
-    else:
-        frame = _numbered_lines(spark, files)
-    frame = frame.filter(F.trim("_text") != "")
+def read_punctuated(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool = False) -> DataFrame:
+    """Every record of ``path``: ``_file``, ``_line``, ``_text``, ``_is_sp``, ``_sp`` (the SP
+    fields), ``_seq``, ``sp_ts``/``sp_csn``, the stream's attributes and ``_broken``."""
+    lines = punctuated_lines(spark, path, streaming=streaming)
     base = catalog_schema(stream, corrupt_column=True)
     fields = StructType(list(base.fields) + [f for f in _SP_FIELDS.fields if f.name not in base.fieldNames()])
-    parsed = F.from_json("_text", fields, {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS][XXX]",
-                                           "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
-    frame = frame.withColumn("_r", parsed)
-    is_sp = F.col("_r.kind") == F.lit("sp")
-    # An explicit seq orders records only when every record has one (else line order).
-    has_seq = frame.agg(F.min(F.col("_r.seq").isNotNull().cast("int"))).first()
-    use_seq = bool(has_seq and has_seq[0] == 1)
-    order = F.struct(F.lit(""), F.col("_r.seq"), F.lit(0).cast("long")) if use_seq else F.col("_position")
-    columns = [
-        order.alias("_order"), F.col("_file"), F.col("_line"), F.coalesce(is_sp, F.lit(False)).alias("_is_sp"),
-        F.col("_r.streams").alias("sp_streams"), F.col("_r.tuples").alias("sp_tuples"),
-        F.col("_r.attributes").alias("sp_attributes"), F.col("_r.roles").alias("sp_roles"),
-        F.col("_r.sign").alias("sp_sign"), F.col("_r.immutable").alias("sp_immutable"),
-        F.col("_r.grant").alias("sp_grant"), F.when(is_sp, F.col("_r.ts")).alias("sp_policy_ts"),
-        F.col("_r.sn").alias("sp_sn"), F.col("_r.sp_ts").alias("sp_ts"), F.col("_r.sp_csn").alias("sp_csn"),
-        *[F.col(f"_r.`{name}`").alias(name) for name, _ in stream.schema],
-    ]
+    parsed = F.from_json("_text", fields, {"timestampFormat": TIMESTAMPS, "mode": "PERMISSIVE",
+                                           "columnNameOfCorruptRecord": CORRUPT})
+    frame = lines.withColumn("_r", parsed)
+    r = F.col("_r")
+    is_sp = F.coalesce(r["kind"] == F.lit("sp"), F.lit(False))
+    sp = F.struct(*[r[c].alias(c) for c in SP_COLUMNS])
+    provider = stream.punctuated_by
     broken = (
-        F.when(F.col("_r").isNull() | F.col(f"_r.{CORRUPT}").isNotNull(), F.lit("not valid JSON of the catalog's types"))
-        .when(F.col("_r.kind").isNotNull() & ~is_sp, F.concat(F.lit("unknown kind "), F.col("_r.kind")))
-        .when(F.col("_r.ts").isNull(), F.lit("record has no ts"))
+        F.when(r.isNull() | r[CORRUPT].isNotNull(), F.lit("not valid JSON of the catalog's types"))
+        .when(r["kind"].isNotNull() & ~is_sp, F.concat(F.lit("unknown kind "), r["kind"]))
+        .when(r["ts"].isNull(), F.lit("record has no ts"))
     )
-    return frame.select(*columns, broken.alias("_broken"), F.col("_text"))
+    if provider is not None:
+        broken = F.coalesce(broken, F.when(r[provider].isNull(), F.lit(f"record lacks the provider attribute {provider}")))
+    return frame.select(
+        "_file", "_line", "_text", is_sp.alias("_is_sp"), sp.alias("_sp"), r["seq"].alias("_seq"),
+        r["sp_ts"].alias("sp_ts"), r["sp_csn"].alias("sp_csn"),
+        *[r[name].alias(name) for name, _ in stream.schema], broken.alias("_broken"),
+    )
 
 
-def check_records(frame: DataFrame, stream: StreamDef) -> None:
-    """Raise one :class:`InputError` naming the first broken record (file, line, text)."""
-    first = frame.filter(F.col("_broken").isNotNull()).orderBy("_order").select("_file", "_line", "_broken", "_text").first()
-    if first is not None:
-        name = first["_file"].removeprefix("file:")
-        raise InputError(f"broken record in punctuated stream {stream.name} ({first['_broken']}) at "
-                         f"{name}:{first['_line']}: {first['_text']}")
+def failing_on_broken(frame: DataFrame, stream: StreamDef) -> DataFrame:
+    """Stop the job at a broken record with one message naming file, line and record."""
+    where = F.concat(F.regexp_replace("_file", "^file:", ""), F.lit(":"), F.col("_line").cast("string"))
+    message = F.concat(F.lit(f"broken record in stream {stream.name} ("), F.col("_broken"), F.lit(") at "), where,
+                       F.lit(": "), F.col("_text"))
+    return frame.filter(F.when(F.col("_broken").isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
+
+
+def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, roles: Iterable[str], *,
+                   streaming: bool) -> DataFrame:
+    """The stream's tuples (attributes unmasked) with ``_gov``, the SPs governing each (or NULL)."""
+    frame = with_parsed_patterns(read_punctuated(spark, stream, path, streaming=streaming))
+    frame = frame.withColumn("_broken", F.coalesce("_broken", F.when(F.col("_is_sp"), pattern_problem())))
+    frame = failing_on_broken(frame, stream)
+    provider = stream.punctuated_by
+    group: Column = F.col(provider).cast("string") if provider else F.lit("")
+    code = F.when(F.col("_is_sp"), sp_code(stream.name, stream.attributes, roles))
+    control = frame.select(
+        group.alias("_g"), "_file", "_line", "_seq", "_is_sp",
+        F.when(F.col("_is_sp"), F.unix_micros("ts")).alias("_pts"), F.col("_sp.sn").alias("_sn"), code.alias("_code"),
+        F.unix_micros("sp_ts").alias("_tts"), F.col("sp_csn").alias("_tcsn"),
+        *[F.col(name) for name, _ in stream.schema],
+    )
+    schema = ", ".join(f"`{name}` {SPARK_TYPES[dtype]}" for name, dtype in stream.schema) + f", {GOV} string"
+    grouped = control.groupBy("_g")
+    if streaming:
+        return grouped.applyInPandasWithState(continuous_shield, schema, STATE_SCHEMA, "append",
+                                              GroupStateTimeout.NoTimeout)
+    return grouped.applyInPandas(replay_shield, schema)
+
+
+def unshielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool) -> DataFrame:
+    """The stream's tuples with the SP records dropped and no shield (the unsecured baseline)."""
+    frame = failing_on_broken(read_punctuated(spark, stream, path, streaming=streaming), stream)
+    return frame.filter(~F.col("_is_sp")).select(*[F.col(name) for name, _ in stream.schema])
+
+
+__all__ = ["failing_on_broken", "read_punctuated", "shielded_input", "unshielded_input"]

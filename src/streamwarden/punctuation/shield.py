@@ -29,19 +29,29 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any, Callable, Protocol
+
+import numpy as np
 
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.plan.expr import format_timestamp
 from streamwarden.punctuation.model import SecurityPunctuation, SpPolicy, combine, sp_from_record
 
 
+class PolicyPart(Protocol):
+    """What the shield needs of an SP: its policy timestamp and sequence number."""
+
+    ts: Any
+    sn: int
+
+
 @dataclass(frozen=True)
 class GoverningPolicy:
     """The complete part of the policy a tuple is checked against (SPs 1..csn)."""
 
-    ts: datetime
+    ts: Any
     csn: int
-    sps: tuple[SecurityPunctuation, ...]
+    sps: tuple[Any, ...]
 
     def as_policy(self) -> SpPolicy:
         return SpPolicy(self.ts, self.sps)
@@ -49,65 +59,115 @@ class GoverningPolicy:
 
 @dataclass
 class Shield:
-    """State of one shield: the current policy, its csn once fixed, the newest ts seen."""
+    """State of one shield: the current policy, its csn once fixed, the newest ts seen.
 
-    current: SpPolicy | None = None
+    SPs are any objects with ``ts`` and ``sn`` (a :class:`SecurityPunctuation`, or the
+    engine's compact SP records); timestamps are anything ordered (datetimes, micros).
+    """
+
+    current_ts: Any = None
+    sps: dict[int, Any] | None = None  # the current policy's SPs by sequence number; None: no policy
     csn: int | None = None  # fixed at the first tuple after an sp-batch
-    newest: datetime | None = None
+    newest: Any = None
     discarded: int = 0  # SPs dropped for being older than the newest policy (for the report)
     pending: bool = field(default=False)  # SPs arrived since the last tuple
 
-    def on_sp(self, new: SecurityPunctuation) -> None:
+    @property
+    def current(self) -> SpPolicy | None:
+        return None if self.sps is None else SpPolicy(self.current_ts, tuple(self.sps.values()))
+
+    def on_sp(self, new: PolicyPart) -> None:
         if self.newest is not None and new.ts < self.newest:
             self.discarded += 1
             return
-        if self.current is not None and new.ts == self.current.ts:
-            self.current = self.current.with_sp(new)
+        if self.sps is not None and new.ts == self.current_ts:
+            self.sps.pop(new.sn, None)  # a duplicate sequence number replaces the old SP
+            self.sps[new.sn] = new
         else:
             # A newer policy, or the first one (or a re-sent one after the policy was dropped).
-            self.current = SpPolicy(new.ts, (new,))
-            self.csn = None
+            self.current_ts, self.sps, self.csn = new.ts, {new.sn: new}, None
         self.newest = new.ts if self.newest is None else max(self.newest, new.ts)
         self.pending = True
 
-    def on_tuple(self, sp_ts: datetime | None, sp_csn: int | None) -> GoverningPolicy | None:
-        """The policy governing this tuple, or None when it is denied."""
-        if self.current is None:
-            return None
+    def _fix_csn(self) -> int:
         if self.pending or self.csn is None:
-            self.csn = self.current.csn
-            self.pending = False
+            assert self.sps is not None
+            k = 0
+            while k + 1 in self.sps:
+                k += 1
+            self.csn, self.pending = k, False
+        return self.csn
+
+    def governing(self) -> GoverningPolicy | None:
+        """The policy the next tuple with the right ts.csn would be checked against."""
+        if self.sps is None:
+            return None
+        csn = self._fix_csn()
+        return GoverningPolicy(self.current_ts, csn, tuple(s for s in self.sps.values() if s.sn <= csn))
+
+    def on_tuple(self, sp_ts: Any, sp_csn: int | None) -> GoverningPolicy | None:
+        """The policy governing this tuple, or None when it is denied."""
+        if self.sps is None:
+            return None
+        csn = self._fix_csn()
         if sp_ts is None or sp_csn is None:
             return None
-        if (sp_ts, sp_csn) != (self.current.ts, self.csn):
-            self.current, self.csn = None, None
+        if (sp_ts, sp_csn) != (self.current_ts, csn):
+            self.sps, self.csn, self.current_ts = None, None, None
             return None
-        if self.csn == 0:
+        if csn == 0:
             return None  # SP 1 never arrived: the policy is incomplete, deny by default
-        return GoverningPolicy(self.current.ts, self.csn, self.current.complete_part())
+        return self.governing()
+
+    def on_tuples(self, sp_ts: np.ndarray, sp_csn: np.ndarray) -> tuple[GoverningPolicy | None, np.ndarray]:
+        """:meth:`on_tuple` for a run of tuples with no SP between them, vectorised.
+
+        ``sp_ts``/``sp_csn`` are float arrays (NaN: the tuple carries none). Returns the
+        governing policy and which tuples it governs (the others are denied).
+        """
+        allowed = np.zeros(len(sp_ts), dtype=bool)
+        if self.sps is None:
+            return None, allowed
+        csn = self._fix_csn()
+        present = ~(np.isnan(sp_ts) | np.isnan(sp_csn))
+        right = present & (sp_ts == self.current_ts) & (sp_csn == csn)
+        wrong = present & ~right
+        governing = self.governing()
+        if wrong.any():
+            first = int(np.argmax(wrong))
+            right[first:] = False
+            self.sps, self.csn, self.current_ts = None, None, None
+        if csn == 0:
+            return None, allowed
+        return governing, right
 
     # -- snapshots ------------------------------------------------------------------------
-    def snapshot(self) -> str:
+    def snapshot(self, encode: Callable[[Any], object] = lambda s: s.to_record()) -> str:
         """JSON text of the whole state (checkpointed between micro-batches)."""
-        sps = [s.to_record() for s in self.current.sps] if self.current else None
         return json.dumps({
-            "policy": sps, "csn": self.csn, "pending": self.pending, "discarded": self.discarded,
-            "newest": format_timestamp(self.newest) if self.newest else None,
+            "policy_ts": _dump_ts(self.current_ts), "sps": None if self.sps is None else [encode(s) for s in self.sps.values()],
+            "csn": self.csn, "pending": self.pending, "discarded": self.discarded, "newest": _dump_ts(self.newest),
         })
 
     @classmethod
-    def restore(cls, text: str, where: str = "shield snapshot") -> "Shield":
+    def restore(cls, text: str, decode: Callable[[object], Any] | None = None) -> "Shield":
         data = json.loads(text)
-        current = None
-        if data["policy"] is not None:
-            sps = tuple(sp_from_record(r, where) for r in data["policy"])
-            current = SpPolicy(sps[0].ts, sps) if sps else None
-        newest = parse_timestamp(data["newest"]) if data["newest"] else None
-        return cls(current, data["csn"], newest, data["discarded"], data["pending"])
+        decode = decode or (lambda r: sp_from_record(r, "shield snapshot"))  # type: ignore[arg-type]
+        sps = None if data["sps"] is None else {s.sn: s for s in map(decode, data["sps"])}
+        return cls(_load_ts(data["policy_ts"]), sps, data["csn"], _load_ts(data["newest"]), data["discarded"],
+                   data["pending"])
 
     def reset(self) -> "Shield":
         """Forget the current policy but keep the newest timestamp (older SPs stay discarded)."""
-        return replace(self, current=None, csn=None, pending=False)
+        return replace(self, current_ts=None, sps=None, csn=None, pending=False)
+
+
+def _dump_ts(value: Any) -> object:
+    return {"iso": format_timestamp(value)} if isinstance(value, datetime) else value
+
+
+def _load_ts(value: object) -> Any:
+    return parse_timestamp(value["iso"]) if isinstance(value, dict) else value
 
 
 def visible_attributes(governing: GoverningPolicy | None, stream: str, key: object, attributes: list[str],

@@ -88,6 +88,8 @@ def rewrite(catalog: Catalog, user: str, query: str | Node) -> Rewriting:
     considered = {d.policy_id for d in rewriter.decisions}
     mine = {p.id: p for p in catalog.policies_for(user)}
     for stream in sorted({s.stream for s in walk(plan) if isinstance(s, Source)}):
+        if catalog.streams[stream].punctuated and not any(stream in p.streams for p in catalog.policies):
+            continue  # its SPs alone decide
         if not any(stream in mine[p].streams for p in considered if p in mine):
             notes.append(f"{stream}: none of {user}'s roles ({', '.join(sorted(catalog.effective_roles(user)))}) "
                          f"has a policy on this stream")
@@ -111,9 +113,14 @@ class _Rewriter:
         raise TypeError(f"cannot rewrite {type(node).__name__}")
 
     def source(self, node: Source) -> tuple[list[_Candidate], Obj]:
+        obj = Obj(((node.relation, node.stream),), ())
+        catalog = self.ctx.catalog
+        if catalog.streams[node.stream].punctuated and not any(node.stream in p.streams for p in catalog.policies):
+            # Issue 3: without role policies on a punctuated stream, its SPs alone decide
+            # (the Security Shield pass guards the stream; see streamwarden.punctuation.placement).
+            return [_Candidate(node, "security punctuations")], obj
         views, decisions = sec_read(self.ctx, node, f"Sec_Read({node.relation})")
         self.decisions.extend(decisions)
-        obj = Obj(((node.relation, node.stream),), ())
         if not views:
             return [], obj
         secured = SecureView(node, tuple(views), "read", id=f"{node.id}.sec")

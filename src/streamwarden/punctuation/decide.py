@@ -1,0 +1,218 @@
+"""Access decisions under streamed SPs, as Spark SQL expressions (no Python per tuple).
+
+Two halves, both in the JVM:
+
+* :func:`encode_sp` turns each SP record into a compact JSON text, once per SP. Every
+  part of the decision that does not depend on the tuple is settled there: the stream
+  pattern against the stream's name, the role pattern against the user's effective
+  roles and the attribute pattern against each schema attribute become one bitmask
+  (bit *j*: the SP speaks for schema attribute *j* and one of the user's roles). The
+  tuple pattern is kept, parsed, for the per-tuple part.
+* :func:`access_mask` evaluates, per tuple, the SPs of its governing policy (the
+  shield attaches them as a JSON array): OR of the masks of the positive SPs whose
+  tuple pattern matches the key, minus those of the negative ones; then combines with
+  the stream's server policies (intersect or union; an immutable provider policy
+  ignores them).
+
+A pattern whose text does not parse makes the record broken (``pattern_problem``), so
+a malformed policy stops the job with the record named instead of granting anything.
+Matching follows :mod:`streamwarden.punctuation.patterns`: numbers compare as numbers
+when both sides read as numbers, otherwise as text.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from streamwarden.errors import UnsupportedError
+from streamwarden.punctuation.columns import pattern_column
+from streamwarden.punctuation.model import SecurityPunctuation
+
+#: Schema of one encoded SP (the shield's ``_gov`` is a JSON array of these).
+SP_CODE = ("struct<p:boolean,i:boolean,g:boolean,m:bigint,k:string,ls:string,hs:string,"
+           "ld:double,hd:double,vs:array<string>,vd:array<double>>")
+GOVERNING = f"array<{SP_CODE}>"
+MAX_ATTRIBUTES = 62
+
+_VALUE = r"""(-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?|[A-Za-z_][A-Za-z0-9_.]*|"[^"]*"|'[^']*')"""
+
+
+def _unquote(item: Column) -> Column:
+    return F.regexp_replace(F.trim(item), r"""^"(.*)"$|^'(.*)'$""", "$1$2")
+
+
+PATTERNS = ("streams", "tuples", "attributes", "roles")
+
+
+def pattern_column_name(name: str) -> str:
+    return f"__pat_{name}"
+
+
+PATTERN_COLUMNS = tuple(pattern_column_name(n) for n in PATTERNS)
+
+
+def with_parsed_patterns(frame: DataFrame, sp: str = "_sp") -> DataFrame:
+    """Add ``__pat_<name>``: each pattern of the SP struct ``sp`` parsed (see :data:`SP_CODE`).
+
+    Built in stages, one column per step, so that every intermediate is computed once
+    per record (a single nested expression would repeat the pattern's text in every
+    field that reads it).
+    """
+    def text(name: str) -> Column:
+        value = F.col(f"{sp}.{name}")
+        return F.trim(value if name == "roles" else F.coalesce(value, F.lit("*")))
+
+    frame = frame.select("*", *[text(n).alias(f"__t_{n}") for n in PATTERNS])
+    kinds = []
+    for n in PATTERNS:
+        t = F.col(f"__t_{n}")
+        kinds.append((F.when(t.isNull(), "invalid")
+                      .when((t == "*") | (F.upper(t) == "ALL"), "any")
+                      .when(t.rlike(r"^\{\s*\}$"), "none")
+                      .when(t.rlike(r"^\{.*\}$"), "set")
+                      .when(t.rlike(r"^\[.*\]$"), "closed")
+                      .when(t.rlike(r"^\(.*\)$"), "open")
+                      .otherwise("const")).alias(f"__k_{n}"))
+    frame = frame.select("*", *kinds)
+    frame = frame.select("*", *[
+        F.split(F.when(F.col(f"__k_{n}") == "const", F.col(f"__t_{n}"))
+                .otherwise(F.regexp_extract(F.col(f"__t_{n}"), r"^.(.*).$", 1)), ",").alias(f"__raw_{n}")
+        for n in PATTERNS])
+    frame = frame.select("*", *[F.transform(F.col(f"__raw_{n}"), _unquote).alias(f"__vs_{n}") for n in PATTERNS])
+    parsed = []
+    for n in PATTERNS:
+        kind, raw, values = F.col(f"__k_{n}"), F.col(f"__raw_{n}"), F.col(f"__vs_{n}")
+        numbers = F.transform(values, lambda v: v.try_cast("double"))
+        well_formed = F.forall(raw, lambda v: F.trim(v).rlike(f"^{_VALUE}$"))
+        size = F.size(raw)
+        valid = (F.when(kind.isin("any", "none"), True)
+                 .when(kind == "invalid", False)
+                 .when(kind.isin("closed", "open"), (size == 2) & well_formed)
+                 .when(kind == "const", (size == 1) & well_formed)
+                 .otherwise(well_formed))
+        parsed.append(F.struct(kind.alias("k"), F.get(values, 0).alias("ls"), F.get(values, 1).alias("hs"),
+                               F.get(numbers, 0).alias("ld"), F.get(numbers, 1).alias("hd"), values.alias("vs"),
+                               numbers.alias("vd"), valid.alias("valid")).alias(pattern_column_name(n)))
+    frame = frame.select("*", *parsed)
+    return frame.drop(*[f"__{step}_{n}" for step in ("t", "k", "raw", "vs") for n in PATTERNS])
+
+
+def matches(p: Column, text: Column, number: Column) -> Column:
+    """Does pattern struct ``p`` match a value (its text and, if it reads as one, number)?"""
+    def within(low: Column, high: Column, value: Column, inclusive: Column) -> Column:
+        return F.when(inclusive, (low <= value) & (value <= high)).otherwise((low < value) & (value < high))
+
+    inclusive = p["k"] == "closed"
+    numeric = p["ld"].isNotNull() & p["hd"].isNotNull() & number.isNotNull()
+    in_range = F.when(numeric, within(p["ld"], p["hd"], number, inclusive)).otherwise(
+        within(p["ls"], p["hs"], text, inclusive))
+    in_set = (F.coalesce(F.array_contains(p["vs"], text), F.lit(False))
+              | (number.isNotNull() & F.coalesce(F.array_contains(p["vd"], number), F.lit(False))))
+    return (F.when(p["k"] == "any", True)
+            .when(p["k"].isin("const", "set"), in_set)
+            .when(p["k"].isin("closed", "open"), F.coalesce(in_range, F.lit(False)))
+            .otherwise(False))
+
+
+def _literal(value: str) -> tuple[Column, Column]:
+    try:
+        number: float | None = float(value)
+    except ValueError:
+        number = None
+    return F.lit(value), F.lit(number).cast("double")
+
+
+def sp_code(stream: str, attributes: Sequence[str], roles: Iterable[str], sp: str = "_sp") -> Column:
+    """The JSON code of each SP record for a user (needs :func:`with_parsed_patterns` first)."""
+    if len(attributes) > MAX_ATTRIBUTES:
+        raise UnsupportedError(f"punctuated stream {stream} has {len(attributes)} attributes; "
+                               f"SP masks hold at most {MAX_ATTRIBUTES}")
+    streams, attrs, role_p, key = (F.col(pattern_column_name(n)) for n in ("streams", "attributes", "roles", "tuples"))
+    role_list = sorted(set(roles))
+    if role_list:
+        role_ok = F.exists(F.array(*[F.lit(r) for r in role_list]), lambda r: matches(role_p, r, r.try_cast("double")))
+    else:
+        role_ok = F.lit(False)
+    applies = matches(streams, *_literal(stream)) & role_ok
+    bits = [F.when(matches(attrs, *_literal(name)), F.lit(1 << j)).otherwise(F.lit(0)).cast("bigint")
+            for j, name in enumerate(attributes)]
+    mask = F.when(applies, sum(bits[1:], bits[0])).otherwise(F.lit(0).cast("bigint"))
+    record = F.col(sp)
+    code = F.struct(
+        F.coalesce(F.lower(record["sign"]).isin("+", "positive"), F.lit(True)).alias("p"),
+        F.coalesce(record["immutable"], F.lit(False)).alias("i"),
+        F.coalesce(record["grant"], F.lit(False)).alias("g"),
+        mask.alias("m"), key["k"].alias("k"), key["ls"].alias("ls"), key["hs"].alias("hs"),
+        key["ld"].alias("ld"), key["hd"].alias("hd"), key["vs"].alias("vs"), key["vd"].alias("vd"),
+    )
+    return F.to_json(code)
+
+
+def pattern_problem(sp: str = "_sp") -> Column:
+    """Why an SP record's patterns, sign or sn are unusable (NULL when they are fine)."""
+    record = F.col(sp)
+    sign = F.lower(F.coalesce(record["sign"], F.lit("+")))
+    problem = F.when(~sign.isin("+", "-", "positive", "negative"), F.lit("sign must be '+' or '-'"))
+    for name in ("roles", "tuples", "attributes", "streams"):
+        problem = F.when(~F.col(pattern_column_name(name))["valid"], F.concat(
+            F.lit(f"malformed {name} pattern "), F.coalesce(record[name], F.lit("(missing)")))).otherwise(problem)
+    return F.when(record["sn"].isNull() | (record["sn"] < 1), F.lit("sn must be a positive integer")).otherwise(problem)
+
+
+def access_mask(governing: Column, key: Column, key_dtype: str, *, grant_only: bool = False) -> tuple[Column, Column]:
+    """(provider mask, immutable) for each tuple from its governing SPs (parsed with
+    ``from_json(_gov, GOVERNING)``; NULL when the shield denied the tuple)."""
+    sps = governing
+    text = key.cast("string")
+    number = key.cast("double") if key_dtype in ("int", "long", "double") else text.try_cast("double")
+
+    def union_of(positive: bool) -> Column:
+        def step(acc: Column, s: Column) -> Column:
+            wanted = s["p"] if positive else ~s["p"]
+            if positive and grant_only:
+                wanted = wanted & s["g"]
+            return acc.bitwiseOR(F.when(wanted & matches(s, text, number), s["m"]).otherwise(F.lit(0).cast("bigint")))
+        return F.aggregate(sps, F.lit(0).cast("bigint"), step)
+
+    granted, denied = union_of(True), union_of(False)
+    provider = F.coalesce(granted.bitwiseAND(F.bitwise_not(denied)), F.lit(0).cast("bigint"))
+    immutable = F.coalesce(F.exists(sps, lambda s: s["i"]), F.lit(False))
+    return provider, immutable
+
+
+def server_mask(server: Sequence[SecurityPunctuation], stream: str, attributes: Sequence[str], roles: Iterable[str],
+                key: str, key_dtype: str) -> Column:
+    """The stream's server policies as a per-tuple attribute mask (static patterns)."""
+    roles = tuple(roles)
+
+    def union_of(positive: bool) -> Column:
+        mask = F.lit(0).cast("bigint")
+        for s in server:
+            if s.positive != positive or not (s.streams.matches(stream) and s.matches_roles(roles)):
+                continue
+            bits = sum(1 << j for j, a in enumerate(attributes) if s.attributes.matches(a))
+            if bits:
+                mask = mask.bitwiseOR(F.when(pattern_column(s.tuples, key, key_dtype), F.lit(bits).cast("bigint"))
+                                      .otherwise(F.lit(0).cast("bigint")))
+        return mask
+
+    return union_of(True).bitwiseAND(F.bitwise_not(union_of(False)))
+
+
+def combined_mask(provider: Column, immutable: Column, server: Column | None, mode: str) -> Column:
+    """Section 4.2: provider and server masks by intersect or union; immutable ignores the server."""
+    if server is None:
+        return provider
+    merged = provider.bitwiseAND(server) if mode == "intersect" else provider.bitwiseOR(server)
+    return F.when(immutable, provider).otherwise(merged)
+
+
+def has_bit(mask: Column, j: int) -> Column:
+    return mask.bitwiseAND(F.lit(1 << j).cast("bigint")) != 0
+
+
+__all__ = ["GOVERNING", "PATTERN_COLUMNS", "SP_CODE", "access_mask", "combined_mask", "has_bit", "matches",
+           "pattern_problem", "server_mask", "sp_code", "with_parsed_patterns"]
