@@ -71,5 +71,6 @@ def test_a_policy_change_mid_file_governs_exactly_the_tuples_after_it(spark, tmp
         {**tuple_(i), "sp_ts": ts(150)} for i in range(151, 300)]
     write(tmp_path / "big.jsonl", records)
     rows = shielded_input(spark, HEART, tmp_path, {"GP"}, streaming=False).collect()
-    allowed = sorted(r["Beats_per_min"] - 70 for r in rows if r["_gov"] is not None)
-    assert allowed == list(range(1, 151)) and len(rows) == 299
+    first = sorted(r["Beats_per_min"] - 70 for r in rows if r["_gov"] and '"999"' not in r["_gov"])
+    second = sorted(r["Beats_per_min"] - 70 for r in rows if r["_gov"] and '"999"' in r["_gov"])
+    assert first == list(range(1, 151)) and second == list(range(151, 300))
