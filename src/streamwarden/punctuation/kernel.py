@@ -58,8 +58,12 @@ def arrival_order(batch: pd.DataFrame) -> pd.DataFrame:
     return batch.sort_values(["_file", "_line"], kind="stable")
 
 
-def shielded(shield: Shield, batch: pd.DataFrame) -> pd.DataFrame:
-    """Run ``shield`` over one batch of one provider's records; the tuples with ``_gov``."""
+def shielded(shield: Shield, batch: pd.DataFrame, integers: Iterable[str] = ()) -> pd.DataFrame:
+    """Run ``shield`` over one batch of one provider's records; the tuples with ``_gov``.
+
+    ``integers`` name integer attributes: pandas holds them as floats when SP records
+    (which lack them) share the batch, and they must leave as integers again.
+    """
     batch = arrival_order(batch)
     is_sp = batch["_is_sp"].to_numpy(dtype=bool)
     tts = batch["_tts"].to_numpy(dtype=float, na_value=np.nan)
@@ -74,6 +78,8 @@ def shielded(shield: Shield, batch: pd.DataFrame) -> pd.DataFrame:
             shield.on_sp(SpCode(float(pts[position]), int(sns[position]), str(codes[position])))
         start = position + 1
     tuples = batch.loc[~is_sp].drop(columns=list(CONTROL))
+    for name in integers:
+        tuples[name] = tuples[name].astype("Int64")
     tuples[GOV] = governing[~is_sp]
     return tuples
 
@@ -99,18 +105,22 @@ def _restore(snapshot: str | None) -> Shield:
     return Shield() if snapshot is None else Shield.restore(snapshot, SpCode.from_record)
 
 
-def replay_shield(batch: pd.DataFrame) -> pd.DataFrame:
+def replay_shield(integers: tuple[str, ...]):  # type: ignore[no-untyped-def]
     """``applyInPandas`` body: a fresh shield over all of one provider's records."""
-    return shielded(Shield(), batch)
+    def run(batch: pd.DataFrame) -> pd.DataFrame:
+        return shielded(Shield(), batch, integers)
+    return run
 
 
-def continuous_shield(key: tuple, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:  # type: ignore[no-untyped-def]
+def continuous_shield(integers: tuple[str, ...]):  # type: ignore[no-untyped-def]
     """``applyInPandasWithState`` body: the provider's shield survives micro-batches and restarts."""
-    shield = _restore(state.get[0] if state.exists else None)
-    chunks = list(batches)
-    if chunks:
-        yield shielded(shield, pd.concat(chunks, ignore_index=True))
-    state.update((shield.snapshot(lambda s: s.to_record()),))
+    def run(key: tuple, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:  # type: ignore[no-untyped-def]
+        shield = _restore(state.get[0] if state.exists else None)
+        chunks = list(batches)
+        if chunks:
+            yield shielded(shield, pd.concat(chunks, ignore_index=True), integers)
+        state.update((shield.snapshot(lambda s: s.to_record()),))
+    return run
 
 
 __all__ = ["CONTROL", "GOV", "STATE_SCHEMA", "SpCode", "arrival_order", "continuous_shield", "replay_shield",

@@ -92,10 +92,11 @@ def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, rol
     )
     schema = ", ".join(f"`{name}` {SPARK_TYPES[dtype]}" for name, dtype in stream.schema) + f", {GOV} string"
     grouped = control.groupBy("_g")
+    integers = tuple(name for name, dtype in stream.schema if dtype in ("int", "long"))
     if streaming:
-        return grouped.applyInPandasWithState(continuous_shield, schema, STATE_SCHEMA, "append",
+        return grouped.applyInPandasWithState(continuous_shield(integers), schema, STATE_SCHEMA, "append",
                                               GroupStateTimeout.NoTimeout)
-    return grouped.applyInPandas(replay_shield, schema)
+    return grouped.applyInPandas(replay_shield(integers), schema)
 
 
 def unshielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool) -> DataFrame:
