@@ -14,7 +14,7 @@ import textwrap
 
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.sql import to_sql
-from streamwarden.plan.nodes import render_tree
+from streamwarden.plan.nodes import Shield, render_tree, walk
 from streamwarden.rewrite.algorithm import Rewriting
 
 
@@ -36,6 +36,10 @@ def explain_text(rewriting: Rewriting, catalog: Catalog | None = None, *, sql: b
             lines.append("  Spark SQL:")
             lines.append(textwrap.indent(to_sql(g.root), "    "))
         lines.append("")
+    shields = _shields(rewriting)
+    if shields:
+        lines.append("Security shields (security punctuations decide these streams):")
+        lines.extend(f"  {s.id} on {s.relation}: {s.placement} — {s.reason}" for s in shields)
     refused = [d for d in rewriting.decisions if not d.applied]
     applied = [d for d in rewriting.decisions if d.applied]
     if applied:
@@ -48,6 +52,15 @@ def explain_text(rewriting: Rewriting, catalog: Catalog | None = None, *, sql: b
         lines.append("Not authorized:")
         lines.extend(f"  {note}" for note in rewriting.notes)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _shields(rewriting: Rewriting) -> list[Shield]:
+    found: dict[str, Shield] = {}
+    for g in rewriting.graphs:
+        for node in walk(g.root):
+            if isinstance(node, Shield):
+                found.setdefault(node.id, node)
+    return list(found.values())
 
 
 def explain_json(rewriting: Rewriting) -> dict:
@@ -66,6 +79,11 @@ def explain_json(rewriting: Rewriting) -> dict:
         "decisions": [
             {"policy": d.policy_id, "operator": d.operator, "applied": d.applied, "reason": d.reason or None}
             for d in rewriting.decisions
+        ],
+        "shields": [
+            {"id": s.id, "stream": s.stream, "relation": s.relation, "placement": s.placement, "reason": s.reason,
+             "roles": sorted(s.roles), "combine": s.combine if s.server else None}
+            for s in _shields(rewriting)
         ],
         "notes": list(rewriting.notes),
     }

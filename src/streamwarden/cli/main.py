@@ -45,10 +45,14 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--catalog", required=True)
         p.add_argument("--user", required=True)
         p.add_argument("--query", required=True, help="the CQL query")
+        p.add_argument("--join-strategy", choices=("adaptive", "probe-and-filter", "filter-and-probe"),
+                       default="adaptive", help="SCJoin strategy for joins of punctuated streams (same rows)")
 
     explain = sub.add_parser("explain", help="show the authorized graphs of a query")
     query_args(explain)
     explain.add_argument("--format", choices=("text", "json"), default="text")
+    explain.add_argument("--input", action="append", default=[], metavar="STREAM=PATH",
+                         help="inputs whose policy statistics the adaptive SCJoin decides by")
 
     replay = sub.add_parser("replay", help="run the authorized query over recorded files")
     query_args(replay)
@@ -120,7 +124,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         from streamwarden.explain import explain_json, explain_text
 
         catalog = api.load_catalog(args.catalog)
-        rewriting = api.authorize(catalog, args.user, args.query)
+        rewriting = api.authorize(catalog, args.user, args.query, join_strategy=args.join_strategy,
+                                  inputs=_inputs(args.input))
         if args.format == "json":
             print(json.dumps(explain_json(rewriting), indent=2))
         else:
@@ -129,14 +134,14 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "replay":
         catalog = api.load_catalog(args.catalog)
         count = api.replay_to_file(catalog, args.user, args.query, _inputs(args.input), args.output,
-                                   store_url=args.store)
+                                   store_url=args.store, join_strategy=args.join_strategy)
         print(f"{count} rows written to {args.output}", file=sys.stderr)
         return 0
     if args.command == "run":
         catalog = api.load_catalog(args.catalog)
         query = api.run(catalog, args.user, args.query, _inputs(args.input), args.sink,
                         checkpoint=args.checkpoint, store_url=args.store, lateness=args.lateness,
-                        trigger=args.trigger, available_now=args.available_now)
+                        trigger=args.trigger, available_now=args.available_now, join_strategy=args.join_strategy)
         print(f"running {query.id} -> {args.sink} (Ctrl-C to stop)", file=sys.stderr)
         from streamwarden.engine.execute import input_errors
 

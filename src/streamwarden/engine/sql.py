@@ -15,7 +15,7 @@ import textwrap
 
 from streamwarden.engine.columns import physical_name
 from streamwarden.plan import expr as E
-from streamwarden.plan.nodes import Aggregate, Filter, Join, Node, Project, SecureView, Source, sources, walk
+from streamwarden.plan.nodes import Aggregate, Filter, Join, Node, Project, SecureView, Shield, Source, sources, walk
 
 
 def sql_expr(expr: E.Expr) -> str:
@@ -33,6 +33,25 @@ def _sub(node: Node) -> str:
 
 def _has_policies(node: Node) -> bool:
     return any(isinstance(n, SecureView) for n in walk(node))
+
+
+def _shield_sql(node: Shield) -> str:
+    """The shield's masks: ``_gov`` holds the SP codes the per-provider shield attached."""
+    source = next(s for s in sources(node) if s.relation == node.relation)
+    gov, key = physical_name(node.relation, "_gov"), physical_name(node.relation, node.key)
+    grant = " AND s.g" if node.grant_only else ""
+    mask = (f"aggregate({gov}, 0L, (m, s) -> m | IF(s.p{grant} AND sp_match(s, {key}), s.m, 0L)) & "
+            f"~aggregate({gov}, 0L, (m, s) -> m | IF(NOT s.p AND sp_match(s, {key}), s.m, 0L))")
+    if node.server:
+        op = "&" if node.combine == "intersect" else "|"
+        mask = f"IF(exists({gov}, s -> s.i), {mask}, ({mask}) {op} server_mask({key}))"
+    cols = [physical_name(node.relation, n) if n == "ts" else
+            f"CASE WHEN __mask & {1 << j} != 0 THEN {physical_name(node.relation, n)} END AS "
+            f"{physical_name(node.relation, n)}" for j, (n, _) in enumerate(source.schema)]
+    others = sum(1 << j for j, (n, _) in enumerate(source.schema) if n != "ts")
+    where = [f"__mask & {others} != 0"] + [sql_expr(p) for p in node.rechecked]
+    return (f"SELECT {', '.join(cols)}\nFROM (SELECT *, {mask} AS __mask\n      FROM {_sub(node.child)})\n"
+            f"WHERE {' AND '.join(where)}")
 
 
 def to_sql(node: Node) -> str:
@@ -58,6 +77,8 @@ def to_sql(node: Node) -> str:
                              for v, c in sorted(zip(node.views, conds), key=lambda vc: vc[0].policy_id))
         cols.append(f"concat({policies}) AS _policies" if len(conds) > 1 else f"array('{node.views[0].policy_id}') AS _policies")
         return f"SELECT {', '.join(cols)}\nFROM {_sub(node.child)}\nWHERE {' OR '.join(conds)}"
+    if isinstance(node, Shield):
+        return _shield_sql(node)
     if isinstance(node, Project):
         items = ", ".join(f"{sql_expr(e)} AS `{n}`" for n, e in node.items)
         return f"SELECT {items}, _policies FROM {_sub(node.child)}"

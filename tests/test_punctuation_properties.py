@@ -1,0 +1,500 @@
+"""Security punctuations, property-tested against an independent oracle (``tests/sp_oracle.py``).
+
+Random punctuated streams over small domains -- lost, duplicated, reordered, stale and late
+SPs, tuples with right / wrong / missing ``sp_ts``/``sp_csn``, policy changes mid-stream,
+several providers, server policies, random role hierarchies and users -- are replayed on
+Spark and the rows must equal, as multisets, the rows the oracle computes from the
+contract: the Security Shield's rules, attribute access under the complete policy, server
+policy combination and SCJoin pairing.  Before the multiset comparison every delivered
+value is checked against the oracle's access decision, so a leak is named precisely.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import strategies as st
+
+import sp_oracle as O
+from streamwarden import api
+from streamwarden.catalog.loader import load_catalog_text
+
+pytestmark = pytest.mark.spark
+
+BASE = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
+ROLES = ("A", "B", "C")
+STRATEGIES = ("adaptive", "probe-and-filter", "filter-and-probe")
+
+
+def examples(n: int):
+    return settings(max_examples=n, deadline=None, derandomize=True, report_multiple_bugs=False,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                           HealthCheck.data_too_large, HealthCheck.large_base_example])
+
+
+def iso(seconds: int) -> str:
+    return (BASE + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- streams and catalogs ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StreamConf:
+    name: str
+    schema: tuple[tuple[str, str], ...]  # ts first
+    key: str
+    keys: tuple  # the key's domain
+    punctuated_by: str | None = None
+    server: tuple[dict, ...] = ()
+    combine: str | None = None
+
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        return tuple(a for a, _ in self.schema)
+
+    def yaml(self) -> str:
+        fields = [f"schema: {{{', '.join(f'{a}: {t}' for a, t in self.schema)}}}", f"key: {self.key}"]
+        if self.punctuated_by:
+            fields.append(f"punctuated_by: {self.punctuated_by}")
+        if self.server:
+            entries = ", ".join("{" + ", ".join(f"{k}: {json.dumps(v)}" for k, v in e.items()) + "}"
+                                for e in self.server)
+            fields.append(f"server_policies: [{entries}]")
+        if self.combine:
+            fields.append(f"combine: {self.combine}")
+        return f"  {self.name}: {{{', '.join(fields)}}}"
+
+    def oracle(self) -> O.Stream:
+        return O.Stream(self.name, self.attributes, self.key, self.punctuated_by,
+                        tuple(O.server_policy(e, i) for i, e in enumerate(self.server)), self.combine or "intersect")
+
+
+@dataclass(frozen=True)
+class World:
+    streams: tuple[StreamConf, ...]
+    inherits: tuple[tuple[str, tuple[str, ...]], ...]
+    user_roles: tuple[str, ...]
+
+    def yaml(self) -> str:
+        streams = "\n".join(s.yaml() for s in self.streams)
+        roles = "\n".join(f"  {r}: {{inherits: [{', '.join(i)}]}}" if i else f"  {r}: {{}}" for r, i in self.inherits)
+        return f"streams:\n{streams}\nroles:\n{roles}\nusers:\n  u: {{roles: [{', '.join(self.user_roles)}]}}\n"
+
+    def oracle(self) -> O.Catalog:
+        return O.Catalog({s.name: s.oracle() for s in self.streams}, dict(self.inherits), {"u": self.user_roles})
+
+
+@st.composite
+def hierarchies(draw) -> tuple[tuple[tuple[str, tuple[str, ...]], ...], tuple[str, ...]]:
+    """Roles A, B, C with a random acyclic inheritance (B may inherit A, C may inherit A or B) and a user."""
+    edges = draw(st.sets(st.sampled_from([("B", "A"), ("C", "A"), ("C", "B")])))
+    inherits = tuple((r, tuple(sorted(p for c, p in edges if c == r))) for r in ROLES)
+    user = tuple(sorted(draw(st.sets(st.sampled_from(ROLES), min_size=1, max_size=2))))
+    return inherits, user
+
+
+INT_KEYS = (1, 2, 3, 4, 5, 6)
+TEXT_KEYS = ("1", "2", "5", "10", "a", "b")  # numbers and text in one string column
+
+
+@st.composite
+def stream_confs(draw, name: str = "S", *, providers: bool = False, server: bool = False,
+                 extra: tuple[tuple[str, str], ...] = ()) -> StreamConf:
+    text_key = draw(st.sampled_from([False, False, True])) and not providers
+    schema = [("ts", "timestamp"), ("k", "string" if text_key else "int"), ("a", "int")]
+    if draw(st.booleans()):
+        schema.append(("b", "int"))
+    schema += list(extra)
+    punctuated_by = None
+    if providers:
+        punctuated_by = draw(st.sampled_from(["k", "dev"]))
+        if punctuated_by == "dev":
+            schema.append(("dev", "int"))
+    entries: tuple[dict, ...] = ()
+    combine = None
+    if server:
+        attrs = [a for a, _ in schema]
+        keys = TEXT_KEYS if text_key else INT_KEYS
+        entries = tuple(draw(st.lists(server_entries(name, attrs, keys), min_size=1, max_size=3)))
+        combine = draw(st.sampled_from(["intersect", "union"]))
+    return StreamConf(name, tuple(schema), "k", TEXT_KEYS if text_key else INT_KEYS, punctuated_by, entries, combine)
+
+
+# -- patterns ----------------------------------------------------------------------------------------
+def stream_patterns(name: str):
+    return st.sampled_from([name, name, name, "*", "*", f"{{{name}, Other}}", "Other", "{}", f"[{name[0]}, Z]"])
+
+
+def key_patterns(keys: tuple):
+    texts = [str(k) for k in keys]
+    bounds = texts + (["0", "2.5", "10", "7"] if isinstance(keys[0], int) else ["9", "100", "3", "c"])
+    single = st.sampled_from(texts + ["7" if isinstance(keys[0], int) else "c"])
+    ordered = st.tuples(st.sampled_from(bounds), st.sampled_from(bounds)).map(
+        lambda p: tuple(sorted(p, key=lambda v: (O.as_number(v) is None, O.as_number(v) or 0, v))))
+    return st.one_of(
+        st.just("*"), st.just("*"), single, st.just("{}"),
+        ordered.map(lambda p: f"({p[0]}, {p[1]})"), ordered.map(lambda p: f"[{p[0]}, {p[1]}]"),
+        st.lists(single, min_size=1, max_size=3, unique=True).map(lambda v: "{" + ", ".join(v) + "}"),
+    )
+
+
+def attribute_patterns(attrs: list[str]):
+    single = st.sampled_from(attrs)
+    return st.one_of(
+        st.just("*"), st.just("*"), single, single, st.just("{}"), st.just("[a, b]"),
+        st.lists(single, min_size=1, max_size=3, unique=True).map(lambda v: "{" + ", ".join(v) + "}"),
+    )
+
+
+def role_patterns():
+    single = st.sampled_from(ROLES)
+    return st.one_of(
+        st.just("*"), single, single, single, st.just("{}"), st.just("[A, B]"),
+        st.lists(single, min_size=1, max_size=2, unique=True).map(lambda v: "{" + ", ".join(v) + "}"),
+    )
+
+
+def server_entries(name: str, attrs: list[str], keys: tuple):
+    return st.fixed_dictionaries({
+        "streams": stream_patterns(name), "tuples": key_patterns(keys), "attributes": attribute_patterns(attrs),
+        "roles": role_patterns(), "sign": st.sampled_from(["+", "+", "+", "-"]),
+    })
+
+
+# -- punctuated streams --------------------------------------------------------------------------
+@st.composite
+def scripts(draw, conf: StreamConf, provider=None, *, immutable_share: float = 0.0,
+            span: int = 5) -> list[dict]:
+    """One provider's records in arrival order: policies (with distortions) and tuple runs."""
+    attrs = [a for a in conf.attributes]
+    records: list[dict] = []
+    clock = draw(st.integers(0, 3))
+    sent: list[dict] = []  # every SP sent so far
+
+    def sp(ts_: int, sn: int) -> dict:
+        rec = {"kind": "sp", "streams": draw(stream_patterns(conf.name)), "tuples": draw(key_patterns(conf.keys)),
+               "attributes": draw(attribute_patterns(attrs)), "roles": draw(role_patterns()),
+               "sign": draw(st.sampled_from(["+", "+", "+", "-"])),
+               "immutable": bool(immutable_share) and draw(st.integers(0, 99)) < immutable_share * 100,
+               "grant": False, "ts": iso(ts_), "sn": sn}
+        if conf.punctuated_by:
+            rec[conf.punctuated_by] = provider
+        return rec
+
+    def tuple_(declared: tuple[int, int] | None) -> dict:
+        nonlocal clock
+        clock += draw(st.integers(0, span))
+        rec = {"ts": iso(clock)}
+        for a, _ in conf.schema[1:]:
+            if a == conf.key:
+                rec[a] = draw(st.sampled_from(conf.keys))
+            else:
+                rec[a] = draw(st.integers(0, 9))
+        if conf.punctuated_by:
+            rec[conf.punctuated_by] = provider
+        fields = draw(st.sampled_from(["right"] * 8 + ["wrong csn", "wrong ts", "missing", "missing csn"]))
+        if declared is None:
+            declared = (clock, 1)
+            fields = draw(st.sampled_from(["right", "missing"]))
+        ts_, csn = declared
+        if fields == "wrong csn":
+            csn = draw(st.sampled_from([c for c in (csn - 1, csn + 1, 1, 2) if c != csn and c >= 1] or [csn + 1]))
+        elif fields == "wrong ts":
+            ts_ = draw(st.sampled_from([ts_ - 1, ts_ + 1] + [_secs(s["ts"]) for s in sent[:2]]))
+        if fields != "missing":
+            rec["sp_ts"] = iso(ts_)
+        if fields not in ("missing", "missing csn"):
+            rec["sp_csn"] = csn
+        return rec
+
+    declared = None
+    for _ in range(draw(st.integers(0, 2))):  # tuples before any policy
+        records.append(tuple_(None))
+    for _ in range(draw(st.integers(1, 4))):
+        clock += draw(st.integers(1, span))
+        k = draw(st.integers(1, 3))
+        batch = [sp(clock, sn) for sn in range(1, k + 1)]
+        distortion = draw(st.sampled_from(["none", "none", "none", "lose", "duplicate", "reorder", "stale", "late",
+                                           "replace", "resend"]))
+        if distortion == "lose":
+            batch.pop(draw(st.integers(0, k - 1)))
+        elif distortion == "duplicate":
+            batch.insert(draw(st.integers(0, k)), dict(batch[draw(st.integers(0, k - 1))]))
+        elif distortion == "reorder" and k > 1:
+            i = draw(st.integers(0, k - 2))
+            batch[i], batch[i + 1] = batch[i + 1], batch[i]
+        elif distortion == "stale" and sent:
+            batch.insert(draw(st.integers(0, k)), dict(draw(st.sampled_from(sent))))
+        elif distortion == "replace":
+            batch.append(sp(clock, draw(st.integers(1, k))))
+        records += batch
+        sent += batch
+        declared = (clock, k)
+        run = draw(st.integers(0, 6))
+        for i in range(run):
+            records.append(tuple_(declared))
+            if distortion == "late" and i == 0:  # an SP of the current policy after tuples began
+                extra = sp(clock, draw(st.integers(1, k + 1)))
+                records.append(extra)
+                sent.append(extra)
+            if distortion == "resend" and i == run // 2:  # the provider re-sends its whole policy
+                records += [dict(r) for r in batch]
+        if draw(st.integers(0, 4)) == 0 and sent:  # a stale SP after the run
+            records.append(dict(draw(st.sampled_from(sent))))
+    return records
+
+
+def _secs(text: str) -> int:
+    return int((O.parse_ts(text) - BASE).total_seconds())
+
+
+@st.composite
+def merged(draw, conf: StreamConf, providers: list, **kw) -> list[dict]:
+    """Each provider's script, interleaved at random (each provider keeps its own order)."""
+    lanes = {p: draw(scripts(conf, p, **kw)) for p in providers}
+    order = draw(st.permutations([p for p, recs in lanes.items() for _ in recs]))
+    cursors = Counter()
+    out = []
+    for p in order:
+        out.append(lanes[p][cursors[p]])
+        cursors[p] += 1
+    return out
+
+
+LAYOUTS = ["one file", "one file", "files", "seq", "partial seq"]
+
+
+def write_inputs(root: Path, name: str, records: list[dict], layout: str, rnd) -> str:
+    """Write records so that their arrival order is the list order; returns the input path."""
+    folder = root / name
+    folder.mkdir()
+    lines = [dict(r) for r in records]
+    if layout == "one file" or len(lines) < 3:
+        (folder / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+        return str(folder / "in.jsonl")
+    if layout == "files":
+        cuts = sorted(rnd.sample(range(1, len(lines)), min(2, len(lines) - 1)))
+        parts = [lines[i:j] for i, j in zip([0] + cuts, cuts + [len(lines)])]
+        for letter, part in zip("abc", parts):
+            (folder / f"{letter}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part))
+        return str(folder)
+    if layout == "seq":  # explicit seq on every record, lines shuffled
+        seqs = sorted(rnd.sample(range(1, 10 * len(lines)), len(lines)))
+        for r, s in zip(lines, seqs):
+            r["seq"] = s
+        rnd.shuffle(lines)
+        (folder / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+        return str(folder / "in.jsonl")
+    # partial seq: a misleading seq on some records only; line order rules
+    for r in lines[1:]:
+        if rnd.random() < 0.5:
+            r["seq"] = rnd.randint(1, 5)
+    (folder / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return str(folder / "in.jsonl")
+
+
+# -- running and comparing ---------------------------------------------------------------------------
+def run(world: World, query: str, data: dict[str, tuple[list[dict], str]], spark, seed: int,
+        strategy: str = "adaptive") -> list[dict]:
+    import random
+
+    rnd = random.Random(seed)
+    catalog = load_catalog_text(world.yaml(), "sp-random.yaml")
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs = {name: write_inputs(Path(tmp), name, recs, layout, rnd) for name, (recs, layout) in data.items()}
+        return api.replay(catalog, "u", query, inputs, spark=spark, join_strategy=strategy)
+
+
+def normalize(rows: list[dict]) -> list[str]:
+    return sorted(json.dumps({k: v for k, v in r.items() if k not in ("_policies", "_graph")}, sort_keys=True)
+                  for r in rows)
+
+
+def record_events(world: World, stream: str, records: list[dict]) -> None:
+    conf = world.oracle().streams[stream]
+    roles = O.effective_roles(world.oracle(), "u")
+    governed, outcomes, actions = O.shield_trace(conf, records)
+    for outcome in set(outcomes):
+        event(f"{stream}: tuple {outcome}")
+    for action in set(actions):
+        event(f"{stream}: SP {action}")
+    views = [O.visible(conf, t, p, roles) for t, p in governed if p is not None]
+    if any(v is None for v in views):
+        event(f"{stream}: governed tuple not delivered (no attribute but ts accessible)")
+    if any(v is not None and any(x is None for x in v.values()) for v in views):
+        event(f"{stream}: delivered tuple with masked attributes")
+    if any(v is not None and all(x is not None for x in v.values()) for v in views):
+        event(f"{stream}: delivered tuple fully visible")
+
+
+def assert_no_leak(actual: list[dict], sides: list[tuple[str, list[tuple[dict, dict | None]]]]) -> None:
+    """Every non-NULL value the engine delivers must be accessible in the oracle's view of a
+    tuple it could come from.  sides: [(column prefix, [(original tuple, oracle view)])];
+    a select has one side with prefix "", a join two ("a", "b")."""
+    for row in actual:
+        for prefix, pairs in sides:
+            cols = {k[len(prefix):]: v for k, v in row.items() if k.startswith(prefix) and not k.startswith("_")}
+            candidates = [(t, v) for t, v in pairs
+                          if all(val is None or _same(val, t.get(attr)) for attr, val in cols.items())]
+            if any(v is not None and all(val is None or v.get(attr) is not None for attr, val in cols.items())
+                   for _, v in candidates):
+                continue
+            detail = "; ".join(
+                f"tuple {t}: " + ("oracle denies the whole tuple" if v is None else
+                                  "oracle masks " + ", ".join(a for a, val in cols.items()
+                                                              if val is not None and v.get(a) is None))
+                for t, v in candidates) or "no input tuple has these values"
+            raise AssertionError(f"engine row {row} reveals what the oracle denies ({prefix or 'select'}): {detail}")
+
+
+def _same(value, original) -> bool:
+    return value == original or (original is not None and str(value) == str(original))
+
+
+def check(actual: list[dict], expected: list[dict], sides) -> None:
+    event("oracle delivers rows" if expected else "oracle delivers nothing")
+    assert_no_leak(actual, sides)
+    assert normalize(actual) == normalize(expected)
+
+
+def pairs_of(world: World, stream: str, records: list[dict]):
+    return [(t, v) for t, v, _ in O.views(world.oracle(), "u", stream, records)]
+
+
+# -- 1. shield + access ---------------------------------------------------------------------------
+@st.composite
+def single_stream_cases(draw, *, server: bool = False, providers: bool = False):
+    roles = draw(hierarchies())
+    conf = draw(stream_confs(providers=providers, server=server))
+    world = World((conf,), *roles)
+    share = 0.3 if server else 0.1
+    if providers:
+        ids = [1, 2, 3] if conf.punctuated_by == "dev" else list(draw(st.sets(st.sampled_from(conf.keys),
+                                                                           min_size=2, max_size=3)))
+        records = draw(merged(conf, sorted(ids), immutable_share=share))
+    else:
+        records = draw(scripts(conf, immutable_share=share))
+        for _ in range(draw(st.integers(0, 2))):  # a second stretch: more policies mid-stream
+            more = draw(scripts(conf, immutable_share=share))
+            shift = _last_time(records) + 1
+            records += [_shifted(r, shift) for r in more]
+    layout = draw(st.sampled_from(LAYOUTS))
+    return world, records, layout, draw(st.integers(0, 2**16))
+
+
+def _last_time(records: list[dict]) -> int:
+    return max([_secs(r["ts"]) for r in records] + [0])
+
+
+def _shifted(record: dict, shift: int) -> dict:
+    out = dict(record)
+    for f in ("ts", "sp_ts"):
+        if out.get(f) is not None:
+            out[f] = iso(_secs(out[f]) + shift)
+    return out
+
+
+def _select_check(spark, world, records, layout, seed, where=None) -> None:
+    query = "SELECT * FROM S" + (f" WHERE {where[0]} {where[1]} {where[2]}" if where else "")
+    record_events(world, "S", records)
+    event(f"layout: {layout}")
+    expected = O.select_rows(world.oracle(), "u", "S", records, where)
+    actual = run(world, query, {"S": (records, layout)}, spark, seed)
+    check(actual, expected, [("", pairs_of(world, "S", records))])
+
+
+@examples(20)
+@given(case=single_stream_cases())
+def test_shield_and_access_match_oracle(spark, case) -> None:
+    _select_check(spark, *case)
+
+
+@examples(10)
+@given(case=single_stream_cases(), attr=st.sampled_from(["a", "k"]), c=st.integers(0, 8))
+def test_selection_on_masked_attributes_never_holds(spark, case, attr, c) -> None:
+    world = case[0]
+    if attr == "k" and world.streams[0].keys != INT_KEYS:
+        attr = "a"
+    expected_all = O.select_rows(world.oracle(), "u", "S", case[1])
+    if any(r[attr] is None for r in expected_all):
+        event("a delivered tuple has the predicate's attribute masked")
+    _select_check(spark, *case, where=(attr, ">", c))
+
+
+# -- 2. providers -----------------------------------------------------------------------------------
+@examples(15)
+@given(case=single_stream_cases(providers=True))
+def test_providers_have_their_own_shields(spark, case) -> None:
+    event(f"punctuated_by {case[0].streams[0].punctuated_by}")
+    _select_check(spark, *case)
+
+
+# -- 3. server policies -----------------------------------------------------------------------------
+@examples(15)
+@given(case=single_stream_cases(server=True))
+def test_server_policies_combine(spark, case) -> None:
+    world, records = case[0], case[1]
+    event(f"combine {world.streams[0].combine}")
+    governed, _ = O.shield_records(world.oracle().streams["S"], records)
+    if any(p and any(sp.immutable for sp in p) for _, p in governed):
+        event("an immutable policy governs some tuple")
+    _select_check(spark, *case)
+
+
+# -- 4. SCJoin --------------------------------------------------------------------------------------
+ITEMS = [("A.ts", "ats"), ("A.k", "ak"), ("A.x", "ax"), ("A.a", "aa"),
+         ("B.ts", "bts"), ("B.k", "bk"), ("B.x", "bx"), ("B.a", "ba")]
+
+
+@st.composite
+def join_cases(draw):
+    roles = draw(hierarchies())
+    confs = []
+    for name in ("A", "B"):
+        conf = StreamConf(name, (("ts", "timestamp"), ("k", "int"), ("x", "int"), ("a", "int")), "k", INT_KEYS)
+        confs.append(conf)
+    world = World(tuple(confs), *roles)
+    data = {}
+    for conf in confs:
+        records = draw(scripts(conf, span=3))
+        data[conf.name] = [_small_x(r) for r in records]
+    on = draw(st.sampled_from(["x", "x", "k"]))
+    wa, wb = draw(st.sampled_from([0, 3, 10])), draw(st.sampled_from([0, 3, 10]))
+    layouts = {n: draw(st.sampled_from(LAYOUTS)) for n in data}
+    return world, data, on, wa, wb, layouts, draw(st.integers(0, 2**16))
+
+
+def _small_x(record: dict) -> dict:
+    if "x" in record:
+        record = {**record, "x": record["x"] % 3}
+    return record
+
+
+@examples(8)
+@given(case=join_cases())
+def test_scjoin_strategies_agree_with_oracle(spark, case) -> None:
+    world, data, on, wa, wb, layouts, seed = case
+    window = lambda w: "[NOW]" if w == 0 else f"[RANGE {w} seconds]"  # noqa: E731
+    query = (f"SELECT {', '.join(f'{c} AS {o}' for c, o in ITEMS)} FROM A {window(wa)}, B {window(wb)} "
+             f"WHERE A.{on} = B.{on}")
+    for name, records in data.items():
+        record_events(world, name, records)
+    expected = O.join_rows(world.oracle(), "u", "A", data["A"], float(wa), "B", data["B"], float(wb), (on, on), ITEMS)
+    event(f"join on {on}")
+    if expected and any(v is None for r in expected for v in r.values()):
+        event("joined pair with masked attributes")
+    sides = [("a", pairs_of(world, "A", data["A"])), ("b", pairs_of(world, "B", data["B"]))]
+    results = {}
+    for strategy in STRATEGIES:
+        results[strategy] = run(world, query, {n: (r, layouts[n]) for n, r in data.items()}, spark, seed, strategy)
+    for strategy, actual in results.items():
+        check(actual, expected, sides)
+    assert normalize(results["adaptive"]) == normalize(results["probe-and-filter"]) == normalize(
+        results["filter-and-probe"])
+
