@@ -34,7 +34,7 @@ STRATEGIES = ("adaptive", "probe-and-filter", "filter-and-probe")
 
 
 def examples(n: int):
-    return settings(max_examples=n, deadline=None, derandomize=True, report_multiple_bugs=False,
+    return settings(max_examples=n, deadline=None, derandomize=True, report_multiple_bugs=False, phases=[Phase.explicit, Phase.generate],
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                            HealthCheck.data_too_large, HealthCheck.large_base_example])
 

@@ -20,10 +20,13 @@ from pathlib import Path
 from typing import Mapping
 
 from streamwarden.catalog.model import Catalog
-from streamwarden.plan.nodes import Node
+from streamwarden.errors import AuthorizationError
+from streamwarden.language.binder import bind_query
+from streamwarden.language.parser import parse_query
+from streamwarden.plan.nodes import Node, sources
 from streamwarden.punctuation.placement import PolicyStats, shield_pass
 from streamwarden.punctuation.stats import policy_stats
-from streamwarden.rewrite.algorithm import Rewriting, rewrite
+from streamwarden.rewrite.algorithm import Rewriting, check_user, rewrite
 
 
 @dataclass(frozen=True)
@@ -35,11 +38,32 @@ class SecurityOptions:
 
 
 def secure(catalog: Catalog, user: str, query: str | Node, options: SecurityOptions | None = None) -> Rewriting:
-    """Run every security pass: the authorized graphs ``user`` may run for ``query``."""
+    """Run every security pass: the authorized graphs ``user`` may run for ``query``.
+
+    A query with ``ON RESULT (INSERT SP ...)`` re-publishes its results under a new
+    policy (delegation, Nehme et al. section 4.4): it may only use what the providers
+    granted the user WITH GRANT OPTION, so every stream it reads must be punctuated and
+    its shields keep only attributes granted that way.
+    """
     options = options or SecurityOptions()
-    rewriting = rewrite(catalog, user, query)
+    on_result: tuple[object, ...] = ()
+    if isinstance(query, str):
+        parsed = parse_query(query)
+        on_result = parsed.on_result
+        check_user(catalog, user)
+        plan = bind_query(parsed, catalog)
+        rewriting = replace(rewrite(catalog, user, plan), query=query, on_result=on_result)
+    else:
+        rewriting = rewrite(catalog, user, query)
+    if on_result:
+        plain = sorted({s.stream for s in sources(rewriting.plan) if not catalog.streams[s.stream].punctuated})
+        if plain:
+            raise AuthorizationError(
+                f"ON RESULT re-publishes results, which needs the providers' WITH GRANT OPTION; stream "
+                f"{plain[0]} carries no security punctuations, so nothing in it can be delegated")
     graphs = tuple(
-        replace(g, root=shield_pass(catalog, user, g.root, join_strategy=options.join_strategy, stats=options.stats))
+        replace(g, root=shield_pass(catalog, user, g.root, grant_only=bool(on_result),
+                                    join_strategy=options.join_strategy, stats=options.stats))
         for g in rewriting.graphs
     )
     return replace(rewriting, graphs=graphs)

@@ -109,10 +109,14 @@ def _start_micros(start: datetime | str) -> int:
 
 def _iso(micros: np.ndarray) -> np.ndarray:
     """ISO-8601 UTC texts (``...T10:00:01Z``), with ``.ffffff`` only when there are µs."""
-    moments = np.asarray(micros, dtype=np.int64).astype("datetime64[us]")
-    seconds = np.strings.add(np.datetime_as_string(moments, unit="s"), "Z")
-    fine = np.strings.add(np.datetime_as_string(moments, unit="us"), "Z")
-    return np.where(np.asarray(micros) % _US == 0, seconds, fine)
+    seconds, fraction = np.divmod(np.asarray(micros, dtype=np.int64), _US)
+    # Streams are dense in time: format each distinct second once.
+    distinct, which = np.unique(seconds, return_inverse=True)
+    whole = np.datetime_as_string(distinct.astype("datetime64[s]"), unit="s")[which]
+    if not fraction.any():
+        return np.strings.add(whole, "Z")
+    digits = np.strings.add(np.strings.add(".", np.strings.zfill(fraction.astype(str), 6)), "Z")
+    return np.strings.add(whole, np.where(fraction == 0, "Z", digits))
 
 
 def _sp_record(streams: str, tuples: str, attributes: str, roles: str, ts: str, sn: int, *, sign: str = "+",
@@ -540,7 +544,8 @@ def _objects(*, tuples: int, sp_ratio: int, roles: int, accessible: float, strea
     offsets = _role_windows(runs, roles, accessible, seed)
     if policy_similarity is not None:
         offsets = _dissimilar(offsets, roles, policy_similarity, seed)
-    sps = _object_policies(stream, oid[first], oid[last], _window_texts(roles)[offsets], ts_text[first])
+    windows = _window_texts(roles)
+    sps = _object_policies(stream, oid[first], oid[last], [windows[o] for o in offsets.tolist()], ts_text[first])
     values = _object_values(oid, (ts_us - ts_us[0]) / _US, fleet, destination_weights, seed, stream)
     rows = _object_rows(ts_text, oid, values, ts_text[first][index // sp_ratio])
     # Run j's SP goes right before its first tuple: position j * (sp_ratio + 1).
@@ -571,21 +576,24 @@ def _dissimilar(offsets: np.ndarray, roles: int, similarity: float, seed: int) -
     return np.where(kept, offsets, (offsets + roles) % (2 * roles))
 
 
-def _window_texts(roles: int) -> np.ndarray:
+def _window_texts(roles: int) -> list[str]:
     """Role set pattern text of every window start: ``{R1, R2}`` for start 1 of a pool of 4."""
     pool = 2 * roles
-    return np.array(["{" + ", ".join(f"R{(o + k) % pool}" for k in range(roles)) + "}" for o in range(pool)])
+    return ["{" + ", ".join(f"R{(o + k) % pool}" for k in range(roles)) + "}" for o in range(pool)]
 
 
-def _object_policies(stream: str, low: np.ndarray, high: np.ndarray, role_texts: np.ndarray,
+def _object_policies(stream: str, low: np.ndarray, high: np.ndarray, role_texts: list[str],
                      ts_texts: np.ndarray) -> list[dict]:
-    """One single-SP policy per run of tuples."""
-    single = low.astype(str)
-    ranged = np.strings.add(np.strings.add(np.strings.add("[", single), ", "),
-                            np.strings.add(high.astype(str), "]"))
-    patterns = np.where(low == high, single, ranged)
-    return [_sp_record(stream, pattern, "*", role_text, ts, 1)
-            for pattern, role_text, ts in zip(patterns.tolist(), role_texts.tolist(), ts_texts.tolist())]
+    """One single-SP policy per run of tuples (the dict is spelled out: this loop is hot)."""
+    patterns = low.astype(str)
+    ranged = low != high
+    if ranged.any():
+        patterns = patterns.astype(object)  # the range texts are longer than the constants
+        patterns[ranged] = np.strings.add(np.strings.add(np.strings.add("[", low[ranged].astype(str)), ", "),
+                                          np.strings.add(high[ranged].astype(str), "]"))
+    return [{"kind": "sp", "streams": stream, "tuples": pattern, "attributes": "*", "roles": roles, "sign": "+",
+             "immutable": False, "grant": False, "ts": ts, "sn": 1}
+            for pattern, roles, ts in zip(patterns.tolist(), role_texts, ts_texts.tolist())]
 
 
 @dataclass(frozen=True)

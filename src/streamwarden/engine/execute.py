@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +27,10 @@ from streamwarden.engine.columns import physical_name
 from streamwarden.engine.compiler import POLICIES, Inputs, action_names, compile_graph
 from streamwarden.engine.sources import as_relation, read_input
 from streamwarden.errors import InputError, UnsupportedError
+from streamwarden.language.expressions import parse_timestamp
 from streamwarden.plan.nodes import Node, Shield, sources, walk
 from streamwarden.punctuation.reader import shielded_input, unshielded_input
+from streamwarden.punctuation.spgen import spgen_lines
 from streamwarden.rewrite.algorithm import AuthorizedGraph, Rewriting
 
 GRAPH = "_graph"
@@ -170,13 +173,35 @@ def input_errors() -> Iterator[None]:
 
 
 def replay_rows(job: Job) -> Iterator[str]:
-    """JSON lines of every result row, in a stable order (graph, then columns)."""
+    """JSON lines of every result row, in a stable order (graph, then columns).
+
+    With ``ON RESULT``, SPGen's policy records come first and every row names it.
+    """
     frame = job.union()
     if frame is None:
         return
     order = [F.col(GRAPH)] + [F.col(f"`{c}`") for c in frame.columns if c not in (GRAPH, POLICIES)]
     with input_errors():
-        yield from frame.orderBy(*order).toJSON().toLocalIterator()
+        rows = frame.orderBy(*order).toJSON().toLocalIterator()
+        if job.rewriting.on_result:
+            yield from spgen_lines(job.rewriting.on_result, earliest_result_time(job), rows)
+        else:
+            yield from rows
+
+
+def earliest_result_time(job: Job) -> datetime | None:
+    """The earliest timestamp among the results (SPGen's policy timestamp)."""
+    earliest = None
+    for graph, frame in job.frames:
+        times = [F.col(f"`{f.name}`") for f in graph.root.fields if f.dtype == "timestamp"]
+        if not times:
+            continue
+        # Formatted by Spark in the session's UTC: collected datetimes would be in local time.
+        text = frame.agg(iso_timestamp(F.min(F.least(*times) if len(times) > 1 else times[0]))).first()[0]
+        if text is not None:
+            value = parse_timestamp(text)
+            earliest = value if earliest is None else min(earliest, value)
+    return earliest
 
 
 def write_replay(job: Job, output: str | Path) -> int:
@@ -203,6 +228,9 @@ def start_stream(
     query_name: str | None = None,
 ) -> StreamingQuery:
     """Start the continuous query writing JSON files to ``sink`` (or ``console``)."""
+    if job.rewriting.on_result:
+        raise UnsupportedError("ON RESULT is supported by replay; a continuous run cannot yet put SPGen's policy "
+                               "ahead of its results, so it refuses rather than publish them unguarded")
     frame = job.union()
     if frame is None:
         raise UnsupportedError("nothing to run: no authorized graph can be deployed for this query (see explain)")

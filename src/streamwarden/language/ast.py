@@ -129,3 +129,6 @@ class Query:
     where: Expr | None
     group_by: tuple[Expr, ...]
     source: SourceText = field(compare=False, repr=False)
+    # ON RESULT (INSERT SP ...): the policy the query publishes its results under (issue 3);
+    # streamwarden.language.insert_sp.InsertSp values.
+    on_result: tuple[object, ...] = ()

@@ -66,10 +66,33 @@ class _Parser(TokenCursor):
             group_by.append(self.expr())
             while self.accept(","):
                 group_by.append(self.expr())
+        on_result = self.on_result()
         self.accept(";")
         if self.tok.kind != "EOF":
             self.fail("expected end of query")
-        return ast.Query(tuple(items), tuple(sources), where, tuple(group_by), source=self.source)
+        return ast.Query(tuple(items), tuple(sources), where, tuple(group_by), source=self.source,
+                         on_result=on_result)
+
+    def at_on_result(self) -> bool:
+        return self.tok.upper == "ON" and self.peek().upper == "RESULT"
+
+    def on_result(self) -> tuple[object, ...]:
+        """``ON RESULT (INSERT SP ... [, INSERT SP ...])`` (Nehme et al., Fig. 8b)."""
+        if not self.at_on_result():
+            return ()
+        from streamwarden.language.insert_sp import insert_sp_at  # INSERT SP has its own small grammar
+
+        self.advance()
+        self.advance()
+        self.expect("(", "'(' after ON RESULT")
+        statements = []
+        while True:
+            statement, self.pos = insert_sp_at(self.tokens, self.pos, self.source)
+            statements.append(statement)
+            if not self.accept(",") and self.tok.upper != "INSERT":
+                break
+        self.expect(")", "')' to close ON RESULT")
+        return tuple(statements)
 
     def select_item(self) -> ast.SelectItem:
         start = self.tok.span
@@ -85,7 +108,7 @@ class _Parser(TokenCursor):
         alias = None
         if self.accept("AS"):
             alias = self.ident("an alias after AS").text
-        elif self.tok.kind == "IDENT":
+        elif self.tok.kind == "IDENT" and not self.at_on_result():
             alias = self.advance().text
         return ast.SelectItem(expr, alias, start.merge(expr.span))
 
@@ -94,7 +117,7 @@ class _Parser(TokenCursor):
         alias = None
         if self.accept("AS"):
             alias = self.ident("an alias after AS").text
-        elif self.tok.kind == "IDENT":
+        elif self.tok.kind == "IDENT" and not self.at_on_result():
             alias = self.advance().text
         window = self.window() if self.tok.kind == "[" else None
         return ast.FromItem(stream.text, alias, window, stream.span)

@@ -59,6 +59,7 @@ class Rewriting:
     graphs: tuple[AuthorizedGraph, ...]
     decisions: tuple[Decision, ...]
     notes: tuple[str, ...] = field(default=())
+    on_result: tuple[object, ...] = ()  # ON RESULT (INSERT SP ...): results are published under this policy
 
     @property
     def deployed(self) -> tuple[AuthorizedGraph, ...]:
@@ -73,8 +74,7 @@ class _Candidate:
 
 def rewrite(catalog: Catalog, user: str, query: str | Node) -> Rewriting:
     """Rewrite ``query`` (CQL text or a bound plan) into authorized graphs for ``user``."""
-    if user not in catalog.users:
-        raise AuthorizationError(f"unknown user {user!r} (the catalog declares: {', '.join(catalog.users) or 'no users'})")
+    check_user(catalog, user)
     plan = bind_query(parse_query(query), catalog) if isinstance(query, str) else query
     text = query if isinstance(query, str) else ""
     rewriter = _Rewriter(Context(catalog, catalog.users[user]))
@@ -94,6 +94,11 @@ def rewrite(catalog: Catalog, user: str, query: str | Node) -> Rewriting:
             notes.append(f"{stream}: none of {user}'s roles ({', '.join(sorted(catalog.effective_roles(user)))}) "
                          f"has a policy on this stream")
     return Rewriting(user, text, plan, tuple(graphs), tuple(rewriter.decisions), tuple(notes))
+
+
+def check_user(catalog: Catalog, user: str) -> None:
+    if user not in catalog.users:
+        raise AuthorizationError(f"unknown user {user!r} (the catalog declares: {', '.join(catalog.users) or 'no users'})")
 
 
 class _Rewriter:
