@@ -330,23 +330,30 @@ def access(stream: Stream, record: dict, policy: tuple[SP, ...], roles: frozense
     return out
 
 
-def visible(stream: Stream, record: dict, policy: tuple[SP, ...] | None, roles: frozenset[str]) -> dict | None:
+def visible(stream: Stream, record: dict, policy: tuple[SP, ...] | None, roles: frozenset[str], *,
+            ts_kept: bool = False) -> dict | None:
     """The tuple as the user's query sees it (inaccessible attributes None), or None if
-    it is not delivered (no policy, or no attribute but ts accessible)."""
+    it is not delivered (no policy, or no attribute but ts accessible).
+
+    ``ts_kept``: keep ``ts`` in every delivered tuple, as the foundation's masking does
+    (docs/semantics.md).  The SP contract does not exempt ``ts``: by default it is masked
+    like any other attribute."""
     if policy is None:
         return None
     ok = access(stream, record, policy, roles)
     if not any(ok[a] for a in stream.attributes if a != "ts"):
         return None
+    if ts_kept:
+        ok["ts"] = True
     return {a: (record.get(a) if ok[a] else None) for a in stream.attributes}
 
 
-def views(cat: Catalog, user: str, stream_name: str, records: Iterable[dict]):
+def views(cat: Catalog, user: str, stream_name: str, records: Iterable[dict], *, ts_kept: bool = False):
     """[(original tuple, visible view or None, shield outcome)] in arrival order."""
     stream = cat.streams[stream_name]
     roles = effective_roles(cat, user)
     governed, outcomes = shield_records(stream, records)
-    return [(t, visible(stream, t, p, roles), o) for (t, p), o in zip(governed, outcomes)]
+    return [(t, visible(stream, t, p, roles, ts_kept=ts_kept), o) for (t, p), o in zip(governed, outcomes)]
 
 
 # --------------------------------------------------------------------------
@@ -369,10 +376,10 @@ def holds(value, op: str, constant) -> bool:
 
 
 def select_rows(cat: Catalog, user: str, stream_name: str, records: Iterable[dict],
-                where: tuple[str, str, object] | None = None) -> list[dict]:
+                where: tuple[str, str, object] | None = None, *, ts_kept: bool = False) -> list[dict]:
     """SELECT * FROM stream [WHERE attr op constant]: one dict per delivered tuple."""
     rows = []
-    for _, view, _ in views(cat, user, stream_name, records):
+    for _, view, _ in views(cat, user, stream_name, records, ts_kept=ts_kept):
         if view is None:
             continue
         if where is not None and not holds(view[where[0]], where[1], where[2]):
@@ -382,7 +389,7 @@ def select_rows(cat: Catalog, user: str, stream_name: str, records: Iterable[dic
 
 
 def join_rows(cat: Catalog, user: str, a_name: str, a_records, wa_s: float, b_name: str, b_records, wb_s: float,
-              on: tuple[str, str], items: list[tuple[str, str]]) -> list[dict]:
+              on: tuple[str, str], items: list[tuple[str, str]], *, ts_kept: bool = False) -> list[dict]:
     """SELECT items FROM A [RANGE wa], B [RANGE wb] WHERE A.on[0] = B.on[1].
 
     A pair exists when both tuples are delivered, the join attribute is accessible in
@@ -390,8 +397,8 @@ def join_rows(cat: Catalog, user: str, a_name: str, a_records, wa_s: float, b_na
     so a masked (NULL) ts never pairs.  items: [("A.attr" | "B.attr", output name)]."""
     from oracle import _in_time  # the foundation's window test
 
-    a_views = [v for _, v, _ in views(cat, user, a_name, a_records) if v is not None]
-    b_views = [v for _, v, _ in views(cat, user, b_name, b_records) if v is not None]
+    a_views = [v for _, v, _ in views(cat, user, a_name, a_records, ts_kept=ts_kept) if v is not None]
+    b_views = [v for _, v, _ in views(cat, user, b_name, b_records, ts_kept=ts_kept) if v is not None]
     rows = []
     for a in a_views:
         for b in b_views:

@@ -1,8 +1,12 @@
-"""Command line: ``python -m streamwarden.datagen drill --out DIR [options]``.
+"""Command line: ``python -m streamwarden.datagen {drill,health,objects} --out PATH [options]``.
 
 Example:
     $ python -m streamwarden.datagen drill --out /tmp/drill --soldiers 1000 --minutes 60 --interval 1
     Position=3600000 Health=3600000 normHealth=3600000 rows; 1000 soldiers in 4 platoons; ...
+    $ python -m streamwarden.datagen health --out /tmp/health --patients 12 --minutes 30
+    HeartRate=2225 BodyTemperature=2226 BreathingRate=2226 records; 12 patients, 3 policies each; ...
+    $ python -m streamwarden.datagen objects --out /tmp/objects.jsonl --tuples 1000000 --sp-ratio 10 --roles 10
+    Objects=1100000 records (1000000 tuples, 100000 policies); ...
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from .drill import DEFAULT_START, generate_drill
+from .punctuated import moving_objects, write_health, write_jsonl
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -60,7 +66,60 @@ def _parser() -> _OneLineParser:
     drill.add_argument("--seed", type=_at_least(0), default=7)
     drill.add_argument("--start", default=DEFAULT_START, help="first report time (ISO-8601, UTC)")
     drill.add_argument("--files", type=_at_least(1), default=1, help="time-sliced files per stream")
+    health = commands.add_parser("health", help="punctuated health streams (HeartRate, BodyTemperature, "
+                                                "BreathingRate)")
+    health.add_argument("--out", required=True, help="output directory (one folder per stream)")
+    health.add_argument("--patients", type=_at_least(1), default=12)
+    health.add_argument("--minutes", type=_positive_float, default=30.0, help="run length")
+    health.add_argument("--interval", type=_positive_float, default=10.0, help="seconds between readings")
+    health.add_argument("--changes", type=_at_least(0), default=2, help="policy changes per patient")
+    health.add_argument("--seed", type=_at_least(0), default=7)
+    objects = commands.add_parser("objects", help="punctuated moving-object stream (the SP benchmarks)")
+    objects.add_argument("--out", required=True, help="output JSON-lines file")
+    objects.add_argument("--tuples", type=_at_least(1), required=True)
+    objects.add_argument("--sp-ratio", type=_at_least(1), required=True, help="tuples per policy")
+    objects.add_argument("--roles", type=_at_least(1), required=True, help="roles named by each policy")
+    objects.add_argument("--seed", type=_at_least(0), default=7)
     return parser
+
+
+def _drill(args: argparse.Namespace) -> str:
+    return generate_drill(
+        args.out,
+        soldiers=args.soldiers,
+        platoons=args.platoons,
+        minutes=args.minutes,
+        interval_seconds=args.interval,
+        health=args.health,
+        fmt=args.format,
+        seed=args.seed,
+        start=args.start,
+        files_per_stream=args.files,
+    ).describe()
+
+
+def _health(args: argparse.Namespace) -> str:
+    # Generated in full before anything is written, so a bad combination writes nothing.
+    folders = write_health(args.out, patients=args.patients, minutes=args.minutes, interval_s=args.interval,
+                           changes=args.changes, seed=args.seed)
+    counts = " ".join(f"{stream}={_line_count(folder / 'part-00000.jsonl')}" for stream, folder in folders.items())
+    return (f"{counts} records; {args.patients} patients, {args.changes + 1} policies each; "
+            f"written to {args.out}")
+
+
+def _line_count(path: Path) -> int:
+    with path.open("rb") as handle:
+        return sum(1 for _ in handle)
+
+
+def _objects(args: argparse.Namespace) -> str:
+    records = moving_objects(tuples=args.tuples, sp_ratio=args.sp_ratio, roles=args.roles, seed=args.seed)
+    write_jsonl(records, args.out)
+    policies = len(records) - args.tuples
+    return f"Objects={len(records)} records ({args.tuples} tuples, {policies} policies); written to {args.out}"
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], str]] = {"drill": _drill, "health": _health, "objects": _objects}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -69,21 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     began = time.perf_counter()
     try:
-        summary = generate_drill(
-            args.out,
-            soldiers=args.soldiers,
-            platoons=args.platoons,
-            minutes=args.minutes,
-            interval_seconds=args.interval,
-            health=args.health,
-            fmt=args.format,
-            seed=args.seed,
-            start=args.start,
-            files_per_stream=args.files,
-        )
-    except ValueError as exc:  # argument combinations only generate_drill can judge
+        summary = _COMMANDS[args.command](args)
+    except ValueError as exc:  # argument combinations only the generators can judge
         parser.error(str(exc))
-    print(f"{summary.describe()} ({time.perf_counter() - began:.1f} s)")
+    print(f"{summary} ({time.perf_counter() - began:.1f} s)")
     return 0
 
 

@@ -306,17 +306,22 @@ def _check_health(patients: int, minutes: float, interval_s: float, changes: int
         raise ValueError(f"interval must be a finite number of seconds > 0, got {interval_s}")
     if changes < 0:
         raise ValueError(f"changes must be >= 0, got {changes}")
-    if changes > minutes * 60 - 1:
+    if changes > _last_second(round(minutes * 60 * _US)):
         raise ValueError(f"{changes} policy changes at distinct whole seconds need a run longer than "
                          f"{changes} s, got {minutes} min")
+
+
+def _last_second(run_us: int) -> int:
+    """The last whole second strictly inside a run of ``run_us`` µs."""
+    return (run_us - 1) // _US
 
 
 def _policy_plan(patient: int, changes: int, timeline: _Timeline, seed: int) -> _PolicyPlan:
     """Patient ``patient``'s policies: one at the start, then one per change."""
     # Changes fall on distinct whole seconds strictly inside the run: distinct, because an
     # SP with the current policy's ts would join that policy instead of replacing it.
-    last_second = math.ceil(timeline.run_us / _US) - 1
-    seconds = np.sort(_rng(seed, _KEY_CHANGES, patient).choice(np.arange(1, last_second + 1), changes, replace=False))
+    candidates = np.arange(1, _last_second(timeline.run_us) + 1)
+    seconds = np.sort(_rng(seed, _KEY_CHANGES, patient).choice(candidates, changes, replace=False))
     ts_us = timeline.start_us + np.concatenate([[0], seconds * _US]).astype(np.int64)
     # Deal templates from one seeded deck: consecutive slots hold different templates.
     deck = _rng(seed, _KEY_TEMPLATES).permutation(len(HEALTH_POLICIES))

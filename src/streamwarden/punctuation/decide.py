@@ -54,50 +54,45 @@ def pattern_column_name(name: str) -> str:
 PATTERN_COLUMNS = tuple(pattern_column_name(n) for n in PATTERNS)
 
 
+_SEP = r"\s*,\s*"
+#: The whole pattern grammar (Fig. 5), so a malformed pattern is caught by one regex.
+_GRAMMAR = (rf"^(\*|(?i:ALL)|\{{\s*\}}|\{{\s*{_VALUE}({_SEP}{_VALUE})*\s*\}}|"
+            rf"\[\s*{_VALUE}{_SEP}{_VALUE}\s*\]|\(\s*{_VALUE}{_SEP}{_VALUE}\s*\)|{_VALUE})$")
+_ITEM = r"""("[^"]*"|'[^']*'|[^\s,\[\]\(\)\{\}]+)"""
+
+
 def with_parsed_patterns(frame: DataFrame, sp: str = "_sp") -> DataFrame:
     """Add ``__pat_<name>``: each pattern of the SP struct ``sp`` parsed (see :data:`SP_CODE`).
 
-    Built in stages, one column per step, so that every intermediate is computed once
-    per record (a single nested expression would repeat the pattern's text in every
-    field that reads it).
+    Two stages, so each pattern's text is trimmed once and its values extracted once:
+    one regex checks the whole grammar, one extracts the values.
     """
     def text(name: str) -> Column:
         value = F.col(f"{sp}.{name}")
         return F.trim(value if name == "roles" else F.coalesce(value, F.lit("*")))
 
     frame = frame.select("*", *[text(n).alias(f"__t_{n}") for n in PATTERNS])
-    kinds = []
-    for n in PATTERNS:
-        t = F.col(f"__t_{n}")
-        kinds.append((F.when(t.isNull(), "invalid")
-                      .when((t == "*") | (F.upper(t) == "ALL"), "any")
-                      .when(t.rlike(r"^\{\s*\}$"), "none")
-                      .when(t.rlike(r"^\{.*\}$"), "set")
-                      .when(t.rlike(r"^\[.*\]$"), "closed")
-                      .when(t.rlike(r"^\(.*\)$"), "open")
-                      .otherwise("const")).alias(f"__k_{n}"))
-    frame = frame.select("*", *kinds)
-    frame = frame.select("*", *[
-        F.split(F.when(F.col(f"__k_{n}") == "const", F.col(f"__t_{n}"))
-                .otherwise(F.regexp_extract(F.col(f"__t_{n}"), r"^.(.*).$", 1)), ",").alias(f"__raw_{n}")
-        for n in PATTERNS])
-    frame = frame.select("*", *[F.transform(F.col(f"__raw_{n}"), _unquote).alias(f"__vs_{n}") for n in PATTERNS])
     parsed = []
     for n in PATTERNS:
-        kind, raw, values = F.col(f"__k_{n}"), F.col(f"__raw_{n}"), F.col(f"__vs_{n}")
-        numbers = F.transform(values, lambda v: v.try_cast("double"))
-        well_formed = F.forall(raw, lambda v: F.trim(v).rlike(f"^{_VALUE}$"))
-        size = F.size(raw)
-        valid = (F.when(kind.isin("any", "none"), True)
-                 .when(kind == "invalid", False)
-                 .when(kind.isin("closed", "open"), (size == 2) & well_formed)
-                 .when(kind == "const", (size == 1) & well_formed)
-                 .otherwise(well_formed))
-        parsed.append(F.struct(kind.alias("k"), F.get(values, 0).alias("ls"), F.get(values, 1).alias("hs"),
-                               F.get(numbers, 0).alias("ld"), F.get(numbers, 1).alias("hd"), values.alias("vs"),
-                               numbers.alias("vd"), valid.alias("valid")).alias(pattern_column_name(n)))
-    frame = frame.select("*", *parsed)
-    return frame.drop(*[f"__{step}_{n}" for step in ("t", "k", "raw", "vs") for n in PATTERNS])
+        t = F.col(f"__t_{n}")
+        first = F.substring(t, 1, 1)
+        valid = F.coalesce(t.rlike(_GRAMMAR), F.lit(False))
+        kind = (F.when(~valid, "invalid")
+                .when((t == "*") | (F.upper(t) == "ALL"), "any")
+                .when(t.rlike(r"^\{\s*\}$"), "none")
+                .when(first == "{", "set").when(first == "[", "closed").when(first == "(", "open")
+                .otherwise("const"))
+        values = F.transform(F.regexp_extract_all(t, F.lit(_ITEM), 1), _unquote)
+        parsed.append(F.struct(kind.alias("k"), values.alias("vs"), valid.alias("valid")).alias(f"__s_{n}"))
+    frame = frame.select("*", *parsed).drop(*[f"__t_{n}" for n in PATTERNS])
+    finished = []
+    for n in PATTERNS:
+        p = F.col(f"__s_{n}")
+        numbers = F.transform(p["vs"], lambda v: v.try_cast("double"))
+        finished.append(F.struct(p["k"].alias("k"), F.get(p["vs"], 0).alias("ls"), F.get(p["vs"], 1).alias("hs"),
+                                 F.get(numbers, 0).alias("ld"), F.get(numbers, 1).alias("hd"), p["vs"].alias("vs"),
+                                 numbers.alias("vd"), p["valid"].alias("valid")).alias(pattern_column_name(n)))
+    return frame.select("*", *finished).drop(*[f"__s_{n}" for n in PATTERNS])
 
 
 def matches(p: Column, text: Column, number: Column) -> Column:
