@@ -362,9 +362,10 @@ def _readings(stream: str, pid: int, plan: _PolicyPlan, timeline: _Timeline,
               rng: np.random.Generator) -> tuple[list[dict], np.ndarray]:
     """One patient's tuples in one stream, each naming the policy in force at its ts."""
     # Each sensor has its own phase within the first interval (whole seconds when the
-    # interval allows), so patients and streams do not all report at the same instant.
+    # interval allows), so patients and streams do not all report at the same instant;
+    # every sensor reports run / interval times.
     step = _US if timeline.interval_us >= _US else 1_000
-    phase = int(rng.integers(1, max(timeline.interval_us // step, 1) + 1)) * step
+    phase = int(rng.integers(0, max(timeline.interval_us // step, 1))) * step
     ts_us = timeline.start_us + np.arange(phase, timeline.run_us, timeline.interval_us, dtype=np.int64)
     seconds = (ts_us - timeline.start_us) / _US
     values = _VITALS[stream](rng, seconds)
