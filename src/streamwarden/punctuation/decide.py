@@ -62,14 +62,16 @@ _ITEM = r"""("[^"]*"|'[^']*'|[^\s,\[\]\(\)\{\}]+)"""
 
 
 def with_parsed_patterns(frame: DataFrame, sp: str = "_sp") -> DataFrame:
-    """Add ``__pat_<name>``: each pattern of the SP struct ``sp`` parsed (see :data:`SP_CODE`).
+    """Add ``__pat_<name>``: each pattern of the SP struct ``sp`` parsed (see :data:`SP_CODE`),
+    on the rows where ``_is_sp`` holds.
 
     Two stages, so each pattern's text is trimmed once and its values extracted once:
     one regex checks the whole grammar, one extracts the values.
     """
     def text(name: str) -> Column:
         value = F.col(f"{sp}.{name}")
-        return F.trim(value if name == "roles" else F.coalesce(value, F.lit("*")))
+        trimmed = F.trim(value if name == "roles" else F.coalesce(value, F.lit("*")))
+        return F.when(F.col("_is_sp"), trimmed)  # tuples have no patterns: skip the regexes
 
     frame = frame.select("*", *[text(n).alias(f"__t_{n}") for n in PATTERNS])
     parsed = []
@@ -113,11 +115,7 @@ def matches(p: Column, text: Column, number: Column) -> Column:
 
 
 def _literal(value: str) -> tuple[Column, Column]:
-    try:
-        number: float | None = float(value)
-    except ValueError:
-        number = None
-    return F.lit(value), F.lit(number).cast("double")
+    return F.lit(value), F.lit(_number(value)).cast("double")
 
 
 def sp_code(stream: str, attributes: Sequence[str], roles: Iterable[str], sp: str = "_sp") -> Column:
@@ -126,11 +124,7 @@ def sp_code(stream: str, attributes: Sequence[str], roles: Iterable[str], sp: st
         raise UnsupportedError(f"punctuated stream {stream} has {len(attributes)} attributes; "
                                f"SP masks hold at most {MAX_ATTRIBUTES}")
     streams, attrs, role_p, key = (F.col(pattern_column_name(n)) for n in ("streams", "attributes", "roles", "tuples"))
-    role_list = sorted(set(roles))
-    if role_list:
-        role_ok = F.exists(F.array(*[F.lit(r) for r in role_list]), lambda r: matches(role_p, r, r.try_cast("double")))
-    else:
-        role_ok = F.lit(False)
+    role_ok = _role_matches(role_p, sorted(set(roles)))
     applies = matches(streams, *_literal(stream)) & role_ok
     bits = [F.when(matches(attrs, *_literal(name)), F.lit(1 << j)).otherwise(F.lit(0)).cast("bigint")
             for j, name in enumerate(attributes)]
@@ -144,6 +138,26 @@ def sp_code(stream: str, attributes: Sequence[str], roles: Iterable[str], sp: st
         key["ld"].alias("ld"), key["hd"].alias("hd"), key["vs"].alias("vs"), key["vd"].alias("vd"),
     )
     return F.to_json(code)
+
+
+def _role_matches(p: Column, roles: list[str]) -> Column:
+    """Does the role pattern name one of ``roles``? Sets and constants (nearly every SRP)
+    probe a hash set of the roles (``IN`` over literals), so a user with 500 roles costs
+    one lookup per listed role, not 500 comparisons; ranges compare role by role."""
+    if not roles:
+        return F.lit(False)
+    numbers = [n for n in (_number(r) for r in roles) if n is not None]
+    listed = F.exists(p["vs"], lambda v: v.isin(*roles) | (v.try_cast("double").isin(*numbers) if numbers else F.lit(False)))
+    ranged = F.exists(F.array(*[F.lit(r) for r in roles]), lambda r: matches(p, r, r.try_cast("double")))
+    return (F.when(p["k"] == "any", True).when(p["k"].isin("const", "set"), F.coalesce(listed, F.lit(False)))
+            .when(p["k"].isin("closed", "open"), ranged).otherwise(False))
+
+
+def _number(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
 
 
 def pattern_problem(sp: str = "_sp") -> Column:
