@@ -35,6 +35,7 @@ class SecurityOptions:
 
     join_strategy: str = "adaptive"
     stats: Mapping[str, PolicyStats] = field(default_factory=dict)
+    placement: str = "auto"  # of shields over selections: auto (cost rule), down or up
 
 
 def secure(catalog: Catalog, user: str, query: str | Node, options: SecurityOptions | None = None) -> Rewriting:
@@ -63,7 +64,8 @@ def secure(catalog: Catalog, user: str, query: str | Node, options: SecurityOpti
                 f"{plain[0]} carries no security punctuations, so nothing in it can be delegated")
     graphs = tuple(
         replace(g, root=shield_pass(catalog, user, g.root, grant_only=bool(on_result),
-                                    join_strategy=options.join_strategy, stats=options.stats))
+                                    join_strategy=options.join_strategy, stats=options.stats,
+                                    placement=options.placement))
         for g in rewriting.graphs
     )
     return replace(rewriting, graphs=graphs)

@@ -36,6 +36,7 @@ from streamwarden.plan.nodes import Filter, Join, Node, Shield, Source, transfor
 SHIELD_COST_MS = (1.31, 0.02)  # per 1,000 tuples: base + per role in the shield's state (Fig. 13b)
 SELECT_COST_MS = 1.0
 STRATEGIES = ("adaptive", "probe-and-filter", "filter-and-probe")
+PLACEMENTS = ("auto", "down", "up")
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,14 @@ def shield_pass(
     grant_only: bool = False,
     join_strategy: str = "adaptive",
     stats: Mapping[str, PolicyStats] | None = None,
+    placement: str = "auto",
 ) -> Node:
-    """``root`` with a Security Shield on every punctuated stream, placed as described above."""
+    """``root`` with a Security Shield on every punctuated stream, placed as described above.
+
+    ``placement`` ``down`` or ``up`` overrides the cost rule (benchmarks compare both).
+    """
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, not {placement!r}")
     if join_strategy not in STRATEGIES:
         raise ValueError(f"join strategy must be one of {', '.join(STRATEGIES)}, not {join_strategy!r}")
     roles = catalog.effective_roles(user)
@@ -90,7 +97,7 @@ def shield_pass(
             return Shield(node, node.stream, node.relation, stream.key, roles, stream.server_policies, stream.combine,
                           grant_only, "down", "right above the stream", id=f"{node.id}.ss")
         if isinstance(node, Filter) and isinstance(node.child, Shield) and node.child.placement in ("down", "up"):
-            return _over_selection(node, node.child)
+            return _over_selection(node, node.child, placement)
         if isinstance(node, Join) and isinstance(node.left, Shield) and isinstance(node.right, Shield):
             return _scjoin(node, node.left, node.right, join_strategy, stats)
         return None
@@ -98,16 +105,19 @@ def shield_pass(
     return transform(root, place)
 
 
-def _over_selection(select: Filter, shield: Shield) -> Node | None:
+def _over_selection(select: Filter, shield: Shield, placement: str) -> Node | None:
     s = estimated_selectivity(select.predicate)
     ss = shield_cost(len(shield.roles))
-    if not null_rejecting(select.predicate):
+    if not null_rejecting(select.predicate) or placement == "down":
         return None
-    if s * (ss + SELECT_COST_MS) >= ss:
+    if placement == "up":
+        reason = f"above σ {E.render(select.predicate)}: placement forced up"
+    elif s * (ss + SELECT_COST_MS) >= ss:
         return None
-    reason = (f"above σ {E.render(select.predicate)}: estimated selectivity {s:.2f} with {len(shield.roles)} "
-              f"role(s) costs {SELECT_COST_MS + s * (ss + SELECT_COST_MS):.2f} < {ss + SELECT_COST_MS:.2f} ms per "
-              f"1,000 tuples")
+    else:
+            reason = (f"above σ {E.render(select.predicate)}: estimated selectivity {s:.2f} with {len(shield.roles)} "
+                  f"role(s) costs {SELECT_COST_MS + s * (ss + SELECT_COST_MS):.2f} < {ss + SELECT_COST_MS:.2f} ms "
+                  f"per 1,000 tuples")
     return replace(shield, child=Filter(shield.child, select.predicate, id=select.id), placement="up", reason=reason)
 
 
@@ -152,4 +162,4 @@ def _scjoin(join: Join, left: Shield, right: Shield, strategy: str, stats: Mappi
     return replace(left, child=inner, placement="probe-and-filter", reason=f"SCJoin {reason}")
 
 
-__all__ = ["PolicyStats", "STRATEGIES", "estimated_selectivity", "scjoin_strategy", "shield_pass"]
+__all__ = ["PLACEMENTS", "PolicyStats", "STRATEGIES", "estimated_selectivity", "scjoin_strategy", "shield_pass"]
