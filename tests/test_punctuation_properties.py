@@ -38,8 +38,10 @@ STRATEGIES = ("adaptive", "probe-and-filter", "filter-and-probe")
 TS_KEPT = True
 
 
-def examples(n: int):
-    return settings(max_examples=n, deadline=None, derandomize=True, report_multiple_bugs=False, phases=[Phase.explicit, Phase.generate],
+def examples(n: int, *, shrink: bool = True):
+    """Derandomized; shrink=False for properties expected to fail (each shrink step is a Spark job)."""
+    phases = list(Phase) if shrink else [Phase.explicit, Phase.generate]
+    return settings(max_examples=n, deadline=None, derandomize=True, report_multiple_bugs=False, phases=phases,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                            HealthCheck.data_too_large, HealthCheck.large_base_example])
 
@@ -109,8 +111,9 @@ TEXT_KEYS = ("1", "2", "5", "10", "a", "b")  # numbers and text in one string co
 
 
 @st.composite
-def stream_confs(draw, name: str = "S", *, providers: bool = False, server: bool = False,
+def stream_confs(draw, name: str = "S", *, providers: bool = False, server: str | None = None,
                  extra: tuple[tuple[str, str], ...] = ()) -> StreamConf:
+    """server: None (no server policies) or the combine mode ("intersect" / "union")."""
     text_key = draw(st.sampled_from([False, False, True])) and not providers
     schema = [("ts", "timestamp"), ("k", "string" if text_key else "int"), ("a", "int")]
     if draw(st.booleans()):
@@ -127,7 +130,7 @@ def stream_confs(draw, name: str = "S", *, providers: bool = False, server: bool
         attrs = [a for a, _ in schema]
         keys = TEXT_KEYS if text_key else INT_KEYS
         entries = tuple(draw(st.lists(server_entries(name, attrs, keys), min_size=1, max_size=3)))
-        combine = draw(st.sampled_from(["intersect", "union"]))
+        combine = server
     return StreamConf(name, tuple(schema), "k", TEXT_KEYS if text_key else INT_KEYS, punctuated_by, entries, combine)
 
 
@@ -174,18 +177,25 @@ def server_entries(name: str, attrs: list[str], keys: tuple):
 
 # -- punctuated streams --------------------------------------------------------------------------
 @st.composite
-def scripts(draw, conf: StreamConf, provider=None, *, immutable_share: float = 0.0,
-            span: int = 5) -> list[dict]:
-    """One provider's records in arrival order: policies (with distortions) and tuple runs."""
+def scripts(draw, conf: StreamConf, provider=None, *, immutable_share: float = 0.0, span: int = 5,
+            clean: bool = False, generous: bool = False) -> list[dict]:
+    """One provider's records in arrival order: policies (with distortions) and tuple runs.
+
+    clean: no distortion at all (every tuple is governed by a complete policy);
+    generous: each policy's SP 1 grants broadly (any role, any tuple), so joins find pairs."""
     attrs = [a for a in conf.attributes]
     records: list[dict] = []
     clock = draw(st.integers(0, 3))
     sent: list[dict] = []  # every SP sent so far
 
     def sp(ts_: int, sn: int) -> dict:
-        rec = {"kind": "sp", "streams": draw(stream_patterns(conf.name)), "tuples": draw(key_patterns(conf.keys)),
-               "attributes": draw(attribute_patterns(attrs)), "roles": draw(role_patterns()),
-               "sign": draw(st.sampled_from(["+", "+", "+", "-"])),
+        broad = generous and sn == 1
+        rec = {"kind": "sp", "streams": conf.name if broad else draw(stream_patterns(conf.name)),
+               "tuples": "*" if broad else draw(key_patterns(conf.keys)),
+               "attributes": draw(st.sampled_from(["*", "*", "{k, x}", "{x, a}", "{ts, k, a}"]) if broad
+                                  else attribute_patterns(attrs)),
+               "roles": "*" if broad else draw(role_patterns()),
+               "sign": "+" if broad else draw(st.sampled_from(["+", "+", "+", "-"])),
                "immutable": bool(immutable_share) and draw(st.integers(0, 99)) < immutable_share * 100,
                "grant": False, "ts": iso(ts_), "sn": sn}
         if conf.punctuated_by:
@@ -203,13 +213,14 @@ def scripts(draw, conf: StreamConf, provider=None, *, immutable_share: float = 0
                 rec[a] = draw(st.integers(0, 9))
         if conf.punctuated_by:
             rec[conf.punctuated_by] = provider
-        fields = draw(st.sampled_from(["right"] * 8 + ["wrong csn", "wrong ts", "missing", "missing csn"]))
+        fields = "right" if clean else draw(st.sampled_from(["right"] * 8 + ["wrong csn", "wrong ts", "missing",
+                                                                              "missing csn"]))
         if declared is None:
             declared = (clock, 1)
             fields = draw(st.sampled_from(["right", "missing"]))
         ts_, csn = declared
         if fields == "wrong csn":
-            csn = draw(st.sampled_from([c for c in (csn - 1, csn + 1, 1, 2) if c != csn and c >= 1] or [csn + 1]))
+            csn = draw(st.sampled_from([c for c in (csn - 1, csn + 1, 0, 1, 2) if c != csn and c >= 0]))
         elif fields == "wrong ts":
             ts_ = draw(st.sampled_from([ts_ - 1, ts_ + 1] + [_secs(s["ts"]) for s in sent[:2]]))
         if fields != "missing":
@@ -219,14 +230,14 @@ def scripts(draw, conf: StreamConf, provider=None, *, immutable_share: float = 0
         return rec
 
     declared = None
-    for _ in range(draw(st.integers(0, 2))):  # tuples before any policy
+    for _ in range(0 if clean else draw(st.integers(0, 2))):  # tuples before any policy
         records.append(tuple_(None))
     for _ in range(draw(st.integers(2, 5))):
         clock += draw(st.integers(1, span))
         k = draw(st.integers(1, 3))
         batch = [sp(clock, sn) for sn in range(1, k + 1)]
-        distortion = draw(st.sampled_from(["none", "none", "none", "lose", "duplicate", "reorder", "stale", "late",
-                                           "replace", "resend"]))
+        distortion = "none" if clean else draw(st.sampled_from([
+            "none", "none", "none", "lose", "duplicate", "reorder", "stale", "late", "replace", "resend"]))
         if distortion == "lose":
             batch.pop(draw(st.integers(0, k - 1)))
         elif distortion == "duplicate":
@@ -250,7 +261,7 @@ def scripts(draw, conf: StreamConf, provider=None, *, immutable_share: float = 0
                 sent.append(extra)
             if distortion == "resend" and i == run // 2:  # the provider re-sends its whole policy
                 records += [dict(r) for r in batch]
-        if draw(st.integers(0, 4)) == 0 and sent:  # a stale SP after the run
+        if not clean and draw(st.integers(0, 4)) == 0:  # a stale SP after the run
             records.append(dict(draw(st.sampled_from(sent))))
     return records
 
@@ -374,19 +385,20 @@ def pairs_of(world: World, stream: str, records: list[dict]):
 
 # -- 1. shield + access ---------------------------------------------------------------------------
 @st.composite
-def single_stream_cases(draw, *, server: bool = False, providers: bool = False):
+def single_stream_cases(draw, *, server: str | None = None, providers: bool = False, clean: bool = False):
+    """(world, records in arrival order, input layout, seed) for one stream S."""
     roles = draw(hierarchies())
     conf = draw(stream_confs(providers=providers, server=server))
     world = World((conf,), *roles)
-    share = 0.3 if server else 0.1
+    kw = {"immutable_share": 0.3 if server else 0.1, "clean": clean}
     if providers:
         ids = [1, 2, 3] if conf.punctuated_by == "dev" else list(draw(st.sets(st.sampled_from(conf.keys),
                                                                            min_size=2, max_size=3)))
-        records = draw(merged(conf, sorted(ids), immutable_share=share))
+        records = draw(merged(conf, sorted(ids), **kw))
     else:
-        records = draw(scripts(conf, immutable_share=share))
-        for _ in range(draw(st.integers(0, 2))):  # a second stretch: more policies mid-stream
-            more = draw(scripts(conf, immutable_share=share))
+        records = draw(scripts(conf, **kw))
+        for _ in range(draw(st.integers(0, 2))):  # another stretch: more policies mid-stream
+            more = draw(scripts(conf, **kw))
             shift = _last_time(records) + 1
             records += [_shifted(r, shift) for r in more]
     layout = draw(st.sampled_from(LAYOUTS))
@@ -414,26 +426,28 @@ def _select_check(spark, world, records, layout, seed, where=None) -> None:
     check(actual, expected, [("", pairs_of(world, "S", records))])
 
 
-@examples(20)
+@examples(15)
 @given(case=single_stream_cases())
 def test_shield_and_access_match_oracle(spark, case) -> None:
     _select_check(spark, *case)
 
 
-@examples(10)
+@examples(8)
 @given(case=single_stream_cases(), attr=st.sampled_from(["a", "k"]), c=st.integers(0, 8))
 def test_selection_on_masked_attributes_never_holds(spark, case, attr, c) -> None:
     world = case[0]
     if attr == "k" and world.streams[0].keys != INT_KEYS:
         attr = "a"
-    expected_all = O.select_rows(world.oracle(), "u", "S", case[1], ts_kept=TS_KEPT)
-    if any(r[attr] is None for r in expected_all):
+    delivered = O.select_rows(world.oracle(), "u", "S", case[1], ts_kept=TS_KEPT)
+    if any(r[attr] is None for r in delivered):
         event("a delivered tuple has the predicate's attribute masked")
+    if any(r[attr] is not None and r[attr] > c for r in delivered):
+        event("the predicate holds on some delivered tuple")
     _select_check(spark, *case, where=(attr, ">", c))
 
 
 # -- 2. providers -----------------------------------------------------------------------------------
-@examples(15)
+@examples(12)
 @given(case=single_stream_cases(providers=True))
 def test_providers_have_their_own_shields(spark, case) -> None:
     event(f"punctuated_by {case[0].streams[0].punctuated_by}")
@@ -441,14 +455,36 @@ def test_providers_have_their_own_shields(spark, case) -> None:
 
 
 # -- 3. server policies -----------------------------------------------------------------------------
-@examples(15)
-@given(case=single_stream_cases(server=True))
-def test_server_policies_combine(spark, case) -> None:
-    world, records = case[0], case[1]
-    event(f"combine {world.streams[0].combine}")
+def _server_events(world, records) -> None:
     governed, _ = O.shield_records(world.oracle().streams["S"], records)
     if any(p and any(sp.immutable for sp in p) for _, p in governed):
         event("an immutable policy governs some tuple")
+    if any(p and not any(sp.immutable for sp in p) for _, p in governed):
+        event("a mutable policy governs some tuple")
+
+
+@examples(10)
+@given(case=single_stream_cases(server="intersect"))
+def test_server_policies_intersect_and_immutable(spark, case) -> None:
+    _server_events(case[0], case[1])
+    _select_check(spark, *case)
+
+
+@examples(6)
+@given(case=single_stream_cases(server="union", clean=True))
+def test_server_policies_union_over_governed_tuples(spark, case) -> None:
+    """union over streams whose every tuple has its complete policy (see the xfail below)."""
+    _server_events(case[0], case[1])
+    _select_check(spark, *case)
+
+
+@pytest.mark.xfail(strict=True, reason="engine bug: with combine: union a server policy grants access to tuples "
+                                       "the Security Shield denied (no policy, missing sp_ts/sp_csn, mismatch, "
+                                       "csn 0); see test_union_server_policy_cannot_grant_a_denied_tuple")
+@examples(4, shrink=False)
+@given(case=single_stream_cases(server="union"))
+def test_server_policies_union(spark, case) -> None:
+    _server_events(case[0], case[1])
     _select_check(spark, *case)
 
 
@@ -460,15 +496,10 @@ ITEMS = [("A.ts", "ats"), ("A.k", "ak"), ("A.x", "ax"), ("A.a", "aa"),
 @st.composite
 def join_cases(draw):
     roles = draw(hierarchies())
-    confs = []
-    for name in ("A", "B"):
-        conf = StreamConf(name, (("ts", "timestamp"), ("k", "int"), ("x", "int"), ("a", "int")), "k", INT_KEYS)
-        confs.append(conf)
-    world = World(tuple(confs), *roles)
-    data = {}
-    for conf in confs:
-        records = draw(scripts(conf, span=3))
-        data[conf.name] = [_small_x(r) for r in records]
+    confs = tuple(StreamConf(name, (("ts", "timestamp"), ("k", "int"), ("x", "int"), ("a", "int")), "k", INT_KEYS)
+                  for name in ("A", "B"))
+    world = World(confs, *roles)
+    data = {conf.name: [_small_x(r) for r in draw(scripts(conf, span=2, generous=True))] for conf in confs}
     on = draw(st.sampled_from(["x", "x", "k"]))
     wa, wb = draw(st.sampled_from([0, 3, 10])), draw(st.sampled_from([0, 3, 10]))
     layouts = {n: draw(st.sampled_from(LAYOUTS)) for n in data}
@@ -476,12 +507,26 @@ def join_cases(draw):
 
 
 def _small_x(record: dict) -> dict:
-    if "x" in record:
-        record = {**record, "x": record["x"] % 3}
-    return record
+    return {**record, "x": record["x"] % 3} if "x" in record else record
 
 
-@examples(8)
+def _join_events(world, data, on, wa, wb, expected) -> None:
+    event(f"join on {on}")
+    event("oracle joins some pair" if expected else "oracle joins nothing")
+    if any(v is None for r in expected for v in r.values()):
+        event("joined pair with masked attributes")
+    a_pairs, b_pairs = pairs_of(world, "A", data["A"]), pairs_of(world, "B", data["B"])
+    for a, va in a_pairs:
+        for b, vb in b_pairs:
+            if va is None or vb is None or a[on] != b[on]:
+                continue
+            if (va[on] is None or vb[on] is None) and O.parse_ts(a["ts"]) - timedelta(seconds=wb) <= \
+                    O.parse_ts(b["ts"]) <= O.parse_ts(a["ts"]) + timedelta(seconds=wa):
+                event("a delivered pair is denied because its join attribute is masked")
+                return
+
+
+@examples(6)
 @given(case=join_cases())
 def test_scjoin_strategies_agree_with_oracle(spark, case) -> None:
     world, data, on, wa, wb, layouts, seed = case
@@ -492,15 +537,52 @@ def test_scjoin_strategies_agree_with_oracle(spark, case) -> None:
         record_events(world, name, records)
     expected = O.join_rows(world.oracle(), "u", "A", data["A"], float(wa), "B", data["B"], float(wb), (on, on), ITEMS,
                            ts_kept=TS_KEPT)
-    event(f"join on {on}")
-    if expected and any(v is None for r in expected for v in r.values()):
-        event("joined pair with masked attributes")
+    _join_events(world, data, on, wa, wb, expected)
     sides = [("a", pairs_of(world, "A", data["A"])), ("b", pairs_of(world, "B", data["B"]))]
-    results = {}
-    for strategy in STRATEGIES:
-        results[strategy] = run(world, query, {n: (r, layouts[n]) for n, r in data.items()}, spark, seed, strategy)
+    results = {strategy: run(world, query, {n: (r, layouts[n]) for n, r in data.items()}, spark, seed, strategy)
+               for strategy in STRATEGIES}
     for strategy, actual in results.items():
         check(actual, expected, sides, strategy)
     assert normalize(results["adaptive"]) == normalize(results["probe-and-filter"]) == normalize(
         results["filter-and-probe"])
 
+
+# -- engine disagreements, minimal -------------------------------------------------------------------
+MINI = """streams:
+  S: {schema: {ts: timestamp, k: int, a: int}, key: k%s}
+roles: {A: {}}
+users: {u: {roles: [A]}}
+"""
+MINI_SP = {"kind": "sp", "streams": "S", "tuples": "*", "attributes": "*", "roles": "A", "sign": "+",
+           "immutable": False, "grant": False, "ts": iso(0), "sn": 1}
+
+
+def _mini(spark, tmp_path, options: str, records: list[dict]) -> list[dict]:
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    rows = api.replay(load_catalog_text(MINI % options), "u", "SELECT * FROM S", {"S": str(path)}, spark=spark)
+    return [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
+
+
+@pytest.mark.xfail(strict=True, reason="engine bug: combine: union lets a server policy grant a tuple the shield "
+                                       "denied (here: no policy at all); the contract denies it")
+def test_union_server_policy_cannot_grant_a_denied_tuple(spark, tmp_path) -> None:
+    options = (', server_policies: [{streams: S, tuples: "*", attributes: "*", roles: A, sign: "+"}], '
+               "combine: union")
+    tuple_ = {"ts": iso(1), "k": 1, "a": 7}
+    cases = {
+        "no policy yet": [{**tuple_, "sp_ts": iso(0), "sp_csn": 1}],
+        "no sp_ts/sp_csn": [MINI_SP, tuple_],
+        "mismatch": [MINI_SP, {**tuple_, "sp_ts": iso(0), "sp_csn": 2}],
+        "csn 0": [{**MINI_SP, "sn": 2}, {**tuple_, "sp_ts": iso(0), "sp_csn": 0}],
+    }
+    assert {name: _mini(spark, tmp_path, options, records) for name, records in cases.items()} == {
+        name: [] for name in cases}
+
+
+@pytest.mark.xfail(strict=True, reason="contract vs engine: the contract NULLs every inaccessible attribute, ts "
+                                       "included; the engine always keeps ts (as the foundation's masking does)")
+def test_ts_is_masked_like_any_attribute(spark, tmp_path) -> None:
+    rows = _mini(spark, tmp_path, "", [{**MINI_SP, "attributes": "a"},
+                                       {"ts": iso(1), "k": 1, "a": 7, "sp_ts": iso(0), "sp_csn": 1}])
+    assert rows == [{"ts": None, "k": None, "a": 7}]

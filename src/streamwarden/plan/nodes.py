@@ -330,7 +330,9 @@ class Shield(Node):
     def label(self) -> str:
         server = f", server policies {self.combine}" if self.server else ""
         grant = ", grant option only" if self.grant_only else ""
-        return f"SS[{self.placement}] {self.relation} for roles {{{', '.join(sorted(self.roles))}}}{server}{grant}"
+        roles = sorted(self.roles)
+        shown = ", ".join(roles[:6]) + (f", … ({len(roles)} roles)" if len(roles) > 6 else "")
+        return f"SS[{self.placement}] {self.relation} for roles {{{shown}}}{server}{grant}"
 
 
 # -- traversal --------------------------------------------------------------------------
