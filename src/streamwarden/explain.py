@@ -36,7 +36,7 @@ def explain_text(rewriting: Rewriting, catalog: Catalog | None = None, *, sql: b
             lines.append("  Spark SQL:")
             lines.append(textwrap.indent(to_sql(g.root), "    "))
         lines.append("")
-    shields = _shields(rewriting)
+    shields = shields_of(rewriting)
     if shields:
         lines.append("Security shields (security punctuations decide these streams):")
         lines.extend(f"  {s.id} on {s.relation}: {s.placement} — {s.reason}" for s in shields)
@@ -54,7 +54,8 @@ def explain_text(rewriting: Rewriting, catalog: Catalog | None = None, *, sql: b
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _shields(rewriting: Rewriting) -> list[Shield]:
+def shields_of(rewriting: Rewriting) -> list[Shield]:
+    """Every Security Shield of the rewriting's graphs, once each."""
     found: dict[str, Shield] = {}
     for g in rewriting.graphs:
         for node in walk(g.root):
@@ -83,7 +84,7 @@ def explain_json(rewriting: Rewriting) -> dict:
         "shields": [
             {"id": s.id, "stream": s.stream, "relation": s.relation, "placement": s.placement, "reason": s.reason,
              "roles": sorted(s.roles), "combine": s.combine if s.server else None}
-            for s in _shields(rewriting)
+            for s in shields_of(rewriting)
         ],
         "notes": list(rewriting.notes),
     }

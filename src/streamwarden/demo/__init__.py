@@ -1,10 +1,13 @@
-"""``streamwarden demo``: three users with different roles query one drill on Spark.
+"""``streamwarden demo``: role-based policies on a drill, then patients' own policies.
+
+Part one (role-based rewriting): three users with different roles query one drill.
 
 Generates the drill scenario (soldiers moving on a road network, their health), loads
 the embedded catalog into a SQLite store, and for each user registers a continuous
 query, runs it over the data files as they are fed in micro-batches (progress shown),
 then prints the authorized graphs, the rows delivered and the rows withheld (what the
-same query would return without access control).
+same query would return without access control). Part two (security punctuations): see
+:mod:`streamwarden.demo.health`.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from streamwarden.catalog.store import CatalogStore, sqlite_url
 from streamwarden.datagen import generate_drill
 from streamwarden.engine.execute import build_job, read_sink, start_stream, unsecured_frame
 from streamwarden.engine.session import get_spark
-from streamwarden.rewrite.algorithm import rewrite
+from streamwarden.demo.health import run_health_demo
+from streamwarden.passes import secure
 
 QUERIES = [
     ("paul", "Doctor", "SELECT ts, SID, Pos, Platoon FROM Position"),
@@ -50,7 +54,7 @@ def run_demo(workdir: Path, *, soldiers: int = 40, minutes: float = 20.0) -> int
     results = []
     for user, role, query in QUERIES:
         console.rule(f"[bold]{user}[/] ({role}): {query}")
-        rewriting = rewrite(catalog, user, query)
+        rewriting = secure(catalog, user, query)
         for g in rewriting.graphs:
             state = "deployed" if g.deployed else f"not deployed: {g.reason}"
             console.print(f"  {g.id} via {g.kind}, enforcing {', '.join(g.policies)} — {state}")
@@ -85,4 +89,6 @@ def run_demo(workdir: Path, *, soldiers: int = 40, minutes: float = 20.0) -> int
     console.print("windows still open: closed only when later input moves the watermark past their end.\n"
                   "rows withheld: rows the same query returns without access control that the user may not see.\n"
                   f"Results are JSON files under {workdir / 'out'}; 'streamwarden explain' tells why.")
+    console.rule("[bold]security punctuations: patients stream their own policies (Fig. 6)")
+    run_health_demo(workdir, console)
     return 0

@@ -242,9 +242,38 @@ def start_stream(
     elif trigger:
         writer = writer.trigger(processingTime=trigger)
     if sink == "console":
-        return writer.format("console").option("truncate", "false").start()
-    Path(sink).mkdir(parents=True, exist_ok=True)
-    return writer.format("json").option("ignoreNullFields", "false").option("path", str(sink)).start()
+        writer = writer.format("console").option("truncate", "false")
+    else:
+        Path(sink).mkdir(parents=True, exist_ok=True)
+        writer = writer.format("json").option("ignoreNullFields", "false").option("path", str(sink))
+    shielded = any(isinstance(n, Shield) for g, _ in job.frames for n in walk(g.root))
+    with _state_store(frame.sparkSession, ROCKSDB if shielded else None):
+        return writer.start()
+
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+
+
+@contextmanager
+def _state_store(spark: SparkSession, provider: str | None) -> Iterator[None]:
+    """Start a query on ``provider``: the shields' transformWithState needs RocksDB.
+
+    A streaming query copies the session's settings when it starts (and its checkpoint
+    keeps them), so the session is restored right after.
+    """
+    if provider is None:
+        yield
+        return
+    previous = spark.conf.get(_PROVIDER, None)
+    spark.conf.set(_PROVIDER, provider)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(_PROVIDER)
+        else:
+            spark.conf.set(_PROVIDER, previous)
 
 
 def read_sink(spark: SparkSession, sink: str | Path) -> list[dict]:

@@ -2,7 +2,7 @@
 
 The shield is sequential by nature (an SP governs the tuples after it), so each
 punctuated (sub-)stream is one Spark group: ``groupBy(provider).applyInPandas`` for a
-replay, ``applyInPandasWithState`` for a continuous run, whose state is the shield's
+replay, ``transformWithStateInPandas`` for a continuous run, whose state is the shield's
 snapshot, checkpointed with the query. Python touches SP records one by one, but
 tuples only as NumPy slices: the tuples between two SPs are checked in one vectorised
 step (:meth:`Shield.on_tuples`). What leaves is every tuple with ``_gov``: the JSON
@@ -25,13 +25,14 @@ from typing import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import StringType, StructField, StructType
 
 from streamwarden.punctuation.shield import Shield
 
 GOV = "_gov"
 #: Columns the kernel reads and drops (besides the payload it passes through).
 CONTROL = ("_g", "_file", "_line", "_seq", "_is_sp", "_pts", "_sn", "_code", "_tts", "_tcsn")
-STATE_SCHEMA = "snapshot string"
 
 
 @dataclass(frozen=True)
@@ -112,16 +113,32 @@ def replay_shield(integers: tuple[str, ...]):  # type: ignore[no-untyped-def]
     return run
 
 
-def continuous_shield(integers: tuple[str, ...]):  # type: ignore[no-untyped-def]
-    """``applyInPandasWithState`` body: the provider's shield survives micro-batches and restarts."""
-    def run(key: tuple, batches: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:  # type: ignore[no-untyped-def]
-        shield = _restore(state.get[0] if state.exists else None)
-        chunks = list(batches)
+class ContinuousShield(StatefulProcessor):
+    """``transformWithStateInPandas`` processor: one provider's shield, kept in the state
+    store between micro-batches and restored from the checkpoint after a restart.
+
+    (``transformWithState`` rather than ``applyInPandasWithState``: Spark allows only one
+    of the latter per streaming query, and an SCJoin needs a shield on each side.)
+    """
+
+    def __init__(self, columns: tuple[str, ...], integers: tuple[str, ...]):
+        self.columns = list(columns)
+        self.integers = integers
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("shield", StructType([StructField("snapshot", StringType())]))
+
+    def handleInputRows(self, key: tuple, rows: Iterator[pd.DataFrame], timerValues) -> Iterator[pd.DataFrame]:  # type: ignore[no-untyped-def, override]
+        shield = _restore(self.state.get()[0] if self.state.exists() else None)
+        chunks = list(rows)
         if chunks:
-            yield shielded(shield, pd.concat(chunks, ignore_index=True), integers)
-        state.update((shield.snapshot(lambda s: s.to_record()),))
-    return run
+            batch = pd.concat(chunks, ignore_index=True)
+            batch.columns = self.columns  # PySpark renames columns that start with "_" to _0, _1, ...
+            yield shielded(shield, batch, self.integers)
+        self.state.update((shield.snapshot(lambda s: s.to_record()),))
+
+    def close(self) -> None:
+        pass
 
 
-__all__ = ["CONTROL", "GOV", "STATE_SCHEMA", "SpCode", "arrival_order", "continuous_shield", "replay_shield",
-           "shielded"]
+__all__ = ["CONTROL", "GOV", "ContinuousShield", "SpCode", "arrival_order", "replay_shield", "shielded"]

@@ -20,7 +20,6 @@ from typing import Iterable
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from streamwarden.catalog.model import StreamDef
@@ -28,7 +27,7 @@ from streamwarden.engine.columns import SPARK_TYPES
 from streamwarden.engine.sources import CORRUPT, catalog_schema
 from streamwarden.punctuation.decide import pattern_problem, sp_code, with_parsed_patterns
 from streamwarden.punctuation.files import punctuated_lines
-from streamwarden.punctuation.kernel import GOV, STATE_SCHEMA, continuous_shield, replay_shield
+from streamwarden.punctuation.kernel import GOV, ContinuousShield, replay_shield
 
 _SP_FIELDS = StructType([
     StructField("kind", StringType()), StructField("streams", StringType()), StructField("tuples", StringType()),
@@ -93,9 +92,8 @@ def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, rol
     schema = ", ".join(f"`{name}` {SPARK_TYPES[dtype]}" for name, dtype in stream.schema) + f", {GOV} string"
     grouped = control.groupBy("_g")
     integers = tuple(name for name, dtype in stream.schema if dtype in ("int", "long"))
-    if streaming:
-        return grouped.applyInPandasWithState(continuous_shield(integers), schema, STATE_SCHEMA, "append",
-                                              GroupStateTimeout.NoTimeout)
+    if streaming:  # needs the RocksDB state store (see streamwarden.engine.execute.start_stream)
+        return grouped.transformWithStateInPandas(ContinuousShield(tuple(control.columns), integers), schema, "Append", "None")
     return grouped.applyInPandas(replay_shield(integers), schema)
 
 
