@@ -229,6 +229,7 @@ class Policy:
 
 # Outcomes of a tuple at the shield (kept for statistics).
 GOVERNED = "governed"
+GOVERNED_EXTENDED = "governed by a policy extended after its first tuples"
 NO_FIELDS = "denied: no sp_ts/sp_csn"
 NO_POLICY = "denied: no current policy"
 MISMATCH = "denied: (sp_ts, sp_csn) mismatch, policy dropped"
@@ -241,17 +242,23 @@ class Shield:
         self.newest: datetime | None = None
         self.discarded = 0
         self.outcomes: list[str] = []
+        self.governed_current = False  # has the current policy governed a tuple yet?
+        self.extended = False  # did an SP join the current policy after it governed tuples?
 
     def on_sp(self, sp: SP) -> str:
+        """started / joined / replaced / discarded ("... late": after the policy governed tuples)."""
         if self.current is not None and sp.ts == self.current.ts:
             replaced = sp.sn in self.current.sps
             self.current.sps[sp.sn] = sp
-            return "replaced" if replaced else "joined"
+            self.extended = self.extended or (self.governed_current and not replaced)
+            return ("replaced" if replaced else "joined") + (" late" if self.governed_current else "")
         if self.newest is not None and sp.ts < self.newest:
             self.discarded += 1
             return "discarded"
         # newer than the current policy, or no current policy and not older than the newest seen
         self.current = Policy(sp.ts, {sp.sn: sp})
+        self.governed_current = False
+        self.extended = False
         self.newest = sp.ts if self.newest is None else max(self.newest, sp.ts)
         return "started"
 
@@ -272,7 +279,8 @@ class Shield:
             return MISMATCH, None
         if csn == 0:
             return CSN_ZERO, None
-        return GOVERNED, self.current.complete()
+        self.governed_current = True
+        return (GOVERNED_EXTENDED if self.extended else GOVERNED), self.current.complete()
 
 
 def shield_records(stream: Stream, records: Iterable[dict]) -> tuple[list[tuple[dict, tuple[SP, ...] | None]], list[str]]:

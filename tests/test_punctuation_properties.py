@@ -38,8 +38,9 @@ STRATEGIES = ("adaptive", "probe-and-filter", "filter-and-probe")
 TS_KEPT = True
 
 
-def examples(n: int, *, shrink: bool = True):
-    """Derandomized; shrink=False for properties expected to fail (each shrink step is a Spark job)."""
+def examples(n: int, *, shrink: bool = False):
+    """Derandomized, no shrinking by default: every shrink step is a Spark job (~1-5 s) and
+    shrinking a failure easily takes many minutes.  Pass shrink=True while debugging."""
     phases = list(Phase) if shrink else [Phase.explicit, Phase.generate]
     return settings(max_examples=n, deadline=None, derandomize=True, report_multiple_bugs=False, phases=phases,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
@@ -140,11 +141,16 @@ def stream_patterns(name: str):
 
 
 def key_patterns(keys: tuple):
+    """Tuple patterns over the key's domain.  A range's two bounds are both numbers or both
+    text (a mixed range is test_mixed_range_bounds_compare_each_side_on_its_own)."""
     texts = [str(k) for k in keys]
     bounds = texts + (["0", "2.5", "10", "7"] if isinstance(keys[0], int) else ["9", "100", "3", "c"])
+    numbers = [b for b in bounds if O.as_number(b) is not None]
+    words = [b for b in bounds if O.as_number(b) is None]
     single = st.sampled_from(texts + ["7" if isinstance(keys[0], int) else "c"])
-    ordered = st.tuples(st.sampled_from(bounds), st.sampled_from(bounds)).map(
-        lambda p: tuple(sorted(p, key=lambda v: (O.as_number(v) is None, O.as_number(v) or 0, v))))
+    same_kind = st.sampled_from([numbers, words] if words else [numbers]).flatmap(
+        lambda kind: st.tuples(st.sampled_from(kind), st.sampled_from(kind)))
+    ordered = same_kind.map(lambda p: tuple(sorted(p, key=lambda v: (O.as_number(v) or 0, v))))
     return st.one_of(
         st.just("*"), st.just("*"), single, st.just("{}"),
         ordered.map(lambda p: f"({p[0]}, {p[1]})"), ordered.map(lambda p: f"[{p[0]}, {p[1]}]"),
@@ -192,7 +198,7 @@ def scripts(draw, conf: StreamConf, provider=None, *, immutable_share: float = 0
         broad = generous and sn == 1
         rec = {"kind": "sp", "streams": conf.name if broad else draw(stream_patterns(conf.name)),
                "tuples": "*" if broad else draw(key_patterns(conf.keys)),
-               "attributes": draw(st.sampled_from(["*", "*", "{k, x}", "{x, a}", "{ts, k, a}"]) if broad
+               "attributes": draw(st.sampled_from(["*", "*", "{k, x}", "{x, a}", "{ts, k, a}", "{ts, a}"]) if broad
                                   else attribute_patterns(attrs)),
                "roles": "*" if broad else draw(role_patterns()),
                "sign": "+" if broad else draw(st.sampled_from(["+", "+", "+", "-"])),
@@ -237,9 +243,17 @@ def scripts(draw, conf: StreamConf, provider=None, *, immutable_share: float = 0
         k = draw(st.integers(1, 3))
         batch = [sp(clock, sn) for sn in range(1, k + 1)]
         distortion = "none" if clean else draw(st.sampled_from([
-            "none", "none", "none", "lose", "duplicate", "reorder", "stale", "late", "replace", "resend"]))
+            "none", "none", "lose", "lose", "headless", "headless", "duplicate", "reorder", "stale", "late", "late",
+            "replace", "resend"]))
+        claimed = k  # the csn the provider's tuples carry
         if distortion == "lose":
-            batch.pop(draw(st.integers(0, k - 1)))
+            lost = draw(st.integers(0, k - 1))
+            batch.pop(lost)
+            if lost == 0 and draw(st.booleans()):
+                claimed = 0  # SP 1 never came and the tuples say csn 0: still denied
+        elif distortion == "headless" and k > 1:  # SP 1 lost, the tuples say csn 0: denied, policy kept
+            batch.pop(0)
+            claimed = 0
         elif distortion == "duplicate":
             batch.insert(draw(st.integers(0, k)), dict(batch[draw(st.integers(0, k - 1))]))
         elif distortion == "reorder" and k > 1:
@@ -251,17 +265,19 @@ def scripts(draw, conf: StreamConf, provider=None, *, immutable_share: float = 0
             batch.append(sp(clock, draw(st.integers(1, k))))
         records += batch
         sent += batch
-        declared = (clock, k)
+        declared = (clock, claimed)
         run = draw(st.integers(1, 6))
         for i in range(run):
             records.append(tuple_(declared))
-            if distortion == "late" and i == 0:  # an SP of the current policy after tuples began
-                extra = sp(clock, draw(st.integers(1, k + 1)))
+            if distortion == "late" and i == 0:  # the provider extends its policy after tuples began
+                extra = sp(declared[0], k + 1)
                 records.append(extra)
                 sent.append(extra)
+                if draw(st.booleans()):  # ... and its next tuples say so
+                    declared = (declared[0], claimed + 1)
             if distortion == "resend" and i == run // 2:  # the provider re-sends its whole policy
                 records += [dict(r) for r in batch]
-        if not clean and draw(st.integers(0, 4)) == 0:  # a stale SP after the run
+        if not clean and sent and draw(st.integers(0, 4)) == 0:  # a stale SP after the run
             records.append(dict(draw(st.sampled_from(sent))))
     return records
 
@@ -433,12 +449,14 @@ def test_shield_and_access_match_oracle(spark, case) -> None:
 
 
 @examples(8)
-@given(case=single_stream_cases(), attr=st.sampled_from(["a", "k"]), c=st.integers(0, 8))
-def test_selection_on_masked_attributes_never_holds(spark, case, attr, c) -> None:
+@given(case=single_stream_cases(), data=st.data())
+def test_selection_on_masked_attributes_never_holds(spark, case, data) -> None:
     world = case[0]
-    if attr == "k" and world.streams[0].keys != INT_KEYS:
-        attr = "a"
     delivered = O.select_rows(world.oracle(), "u", "S", case[1], ts_kept=TS_KEPT)
+    numeric = [a for a, t in world.streams[0].schema if t == "int"]
+    masked = [a for a in numeric if any(r[a] is None for r in delivered)]
+    attr = data.draw(st.sampled_from(masked or numeric), label="attr")  # prefer an attribute some row masks
+    c = data.draw(st.integers(0, 8), label="c")
     if any(r[attr] is None for r in delivered):
         event("a delivered tuple has the predicate's attribute masked")
     if any(r[attr] is not None and r[attr] > c for r in delivered):
@@ -481,7 +499,7 @@ def test_server_policies_union_over_governed_tuples(spark, case) -> None:
 @pytest.mark.xfail(strict=True, reason="engine bug: with combine: union a server policy grants access to tuples "
                                        "the Security Shield denied (no policy, missing sp_ts/sp_csn, mismatch, "
                                        "csn 0); see test_union_server_policy_cannot_grant_a_denied_tuple")
-@examples(4, shrink=False)
+@examples(4)
 @given(case=single_stream_cases(server="union"))
 def test_server_policies_union(spark, case) -> None:
     _server_events(case[0], case[1])
@@ -499,7 +517,9 @@ def join_cases(draw):
     confs = tuple(StreamConf(name, (("ts", "timestamp"), ("k", "int"), ("x", "int"), ("a", "int")), "k", INT_KEYS)
                   for name in ("A", "B"))
     world = World(confs, *roles)
-    data = {conf.name: [_small_x(r) for r in draw(scripts(conf, span=2, generous=True))] for conf in confs}
+    # one side often clean (every tuple governed), so that pairs are frequent
+    data = {conf.name: [_small_x(r) for r in draw(scripts(conf, span=2, generous=True, clean=draw(st.booleans())))]
+            for conf in confs}
     on = draw(st.sampled_from(["x", "x", "k"]))
     wa, wb = draw(st.sampled_from([0, 3, 10])), draw(st.sampled_from([0, 3, 10]))
     layouts = {n: draw(st.sampled_from(LAYOUTS)) for n in data}
@@ -526,7 +546,7 @@ def _join_events(world, data, on, wa, wb, expected) -> None:
                 return
 
 
-@examples(6)
+@examples(5)
 @given(case=join_cases())
 def test_scjoin_strategies_agree_with_oracle(spark, case) -> None:
     world, data, on, wa, wb, layouts, seed = case
@@ -586,3 +606,12 @@ def test_ts_is_masked_like_any_attribute(spark, tmp_path) -> None:
     rows = _mini(spark, tmp_path, "", [{**MINI_SP, "attributes": "a"},
                                        {"ts": iso(1), "k": 1, "a": 7, "sp_ts": iso(0), "sp_csn": 1}])
     assert rows == [{"ts": None, "k": None, "a": 7}]
+
+
+@pytest.mark.xfail(strict=True, reason="engine bug (contract reading): in a range with one numeric and one text "
+                                       "bound the engine compares both sides as text; the contract compares each "
+                                       "side on its own (10 > 5 as numbers, '10' < 'a' as text)")
+def test_mixed_range_bounds_compare_each_side_on_its_own(spark, tmp_path) -> None:
+    rows = _mini(spark, tmp_path, "", [{**MINI_SP, "tuples": "(5, a)"},
+                                       {"ts": iso(1), "k": 10, "a": 7, "sp_ts": iso(0), "sp_csn": 1}])
+    assert rows == [{"ts": iso(1), "k": 10, "a": 7}]

@@ -176,6 +176,17 @@ def test_late_sp_joins_and_changes_the_csn() -> None:
     # the late SP 2 joins: csn becomes 2, the tuple saying 1 mismatches; the re-sent SP 2
     # (same ts, no current policy, not older than the newest) starts a policy with SP 2 only
     assert outcomes(records) == [O.GOVERNED, O.MISMATCH, O.MISMATCH]
+    assert O.shield_trace(HEART, records)[2] == ["started", "joined late", "started"]
+
+
+def test_an_extended_policy_governs_with_the_new_csn() -> None:
+    cat = catalog(HEART, gp=["GP"])
+    records = [sp(sn=1), beat(1, csn=1), sp("{120}", "*", "GP", "-", sn=2), beat(2, csn=2), beat(3, 121, csn=2)]
+    assert outcomes(records) == [O.GOVERNED, O.GOVERNED_EXTENDED, O.GOVERNED_EXTENDED]
+    assert [r["Patient_id"] for r in O.select_rows(cat, "gp", "HeartRate", records)] == [120, 121]
+    # the second tuple (120) is governed by SPs 1..2: denied by SP 2; 121 is not
+    governed, _ = O.shield_records(HEART, records)
+    assert [O.visible(HEART, t, p, frozenset({"GP"})) is not None for t, p in governed] == [True, False, True]
 
 
 def test_gap_beyond_csn_is_not_part_of_the_policy() -> None:

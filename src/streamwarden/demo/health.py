@@ -9,10 +9,14 @@ NULL) or withheld, and how one patient's policy change showed up in the results.
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import time
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import Iterator
 
 from rich.console import Console
 from rich.table import Table
@@ -64,8 +68,9 @@ def run_health_demo(workdir: Path, console: Console, *, patients: int = 8, minut
         for stream in records:
             shutil.copy(staging / stream / f"part-{part:05d}.jsonl", data / stream)
         started = time.monotonic()
-        for _, _, stream in streams.values():
-            stream.processAllAvailable()
+        with quiet_stderr():  # PySpark's transformWithState worker prints every call on stderr
+            for _, _, stream in streams.values():
+                stream.processAllAvailable()
         console.print(f"  file {part + 1}/{BATCHES} of every stream processed by {len(streams)} continuous queries "
                       f"in {time.monotonic() - started:.1f} s")
     table = Table(title="What each user received from the patients' own policies")
@@ -80,6 +85,20 @@ def run_health_demo(workdir: Path, console: Console, *, patients: int = 8, minut
         table.add_row(user, role, str(len(rows)), str(hidden), str(unsecured - len(rows)))
     console.print(table)
     _policy_change(console, records["HeartRate"], workdir / "out" / "carol", spark)
+
+
+@contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """Send the process's stderr (the JVM's too: they share the descriptor) to /dev/null."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def _policy_change(console: Console, heart: list[dict], sink: Path, spark) -> None:  # type: ignore[no-untyped-def]
