@@ -25,6 +25,7 @@ from streamwarden.catalog.model import Catalog
 from streamwarden.engine.actions import actions_frame
 from streamwarden.engine.columns import physical_name
 from streamwarden.engine.compiler import POLICIES, Inputs, action_names, compile_graph
+from streamwarden.engine.session import sql_conf
 from streamwarden.engine.sources import as_relation, read_input
 from streamwarden.errors import InputError, UnsupportedError
 from streamwarden.language.expressions import parse_timestamp
@@ -247,33 +248,14 @@ def start_stream(
         Path(sink).mkdir(parents=True, exist_ok=True)
         writer = writer.format("json").option("ignoreNullFields", "false").option("path", str(sink))
     shielded = any(isinstance(n, Shield) for g, _ in job.frames for n in walk(g.root))
-    with _state_store(frame.sparkSession, ROCKSDB if shielded else None):
+    # The shields' transformWithState needs RocksDB. A streaming query copies the session's
+    # settings when it starts (and its checkpoint keeps them), so the session is restored after.
+    with sql_conf(frame.sparkSession, STATE_STORE, ROCKSDB if shielded else None):
         return writer.start()
 
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
-
-
-@contextmanager
-def _state_store(spark: SparkSession, provider: str | None) -> Iterator[None]:
-    """Start a query on ``provider``: the shields' transformWithState needs RocksDB.
-
-    A streaming query copies the session's settings when it starts (and its checkpoint
-    keeps them), so the session is restored right after.
-    """
-    if provider is None:
-        yield
-        return
-    previous = spark.conf.get(_PROVIDER, None)
-    spark.conf.set(_PROVIDER, provider)
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(_PROVIDER)
-        else:
-            spark.conf.set(_PROVIDER, previous)
+STATE_STORE = "spark.sql.streaming.stateStore.providerClass"
 
 
 def read_sink(spark: SparkSession, sink: str | Path) -> list[dict]:

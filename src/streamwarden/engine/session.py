@@ -8,6 +8,8 @@ timestamp streamwarden reads or writes means the same instant.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from typing import Iterator
 
 from pyspark.sql import SparkSession
 
@@ -43,3 +45,20 @@ def _python() -> str:
     import sys
 
     return sys.executable
+
+
+@contextmanager
+def sql_conf(spark: SparkSession, key: str, value: str | None) -> Iterator[None]:
+    """Set a runtime SQL option inside the block (``None``: leave it alone), then restore it."""
+    if value is None:
+        yield
+        return
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
