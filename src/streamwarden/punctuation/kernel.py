@@ -14,8 +14,9 @@ watermark follows every tuple of the stream, not only those a user may see.
     >>> batch = pd.DataFrame({"_g": "", "_file": "f", "_line": [1, 2, 3], "_seq": None,
     ...     "_is_sp": [True, False, False], "_pts": [0.0, None, None], "_sn": [1.0, None, None],
     ...     "_code": ['{"p":true}', None, None], "_tts": [None, 0.0, 5.0], "_tcsn": [None, 1.0, 1.0], "x": [0, 7, 8]})
-    >>> shielded(Shield(), batch)[["x", GOV]].values.tolist()
-    [[7, '[{"p":true}]'], [8, None]]
+    >>> out = shielded(Shield(), batch)  # the second tuple names a policy that never came
+    >>> out["x"].tolist(), out[GOV].tolist()[0], out[GOV].isna().tolist()
+    ([7, 8], '[{"p":true}]', [False, True])
 """
 
 from __future__ import annotations
