@@ -283,7 +283,8 @@ class Shield:
         return (GOVERNED_EXTENDED if self.extended else GOVERNED), self.current.complete()
 
 
-def shield_records(stream: Stream, records: Iterable[dict]) -> tuple[list[tuple[dict, tuple[SP, ...] | None]], list[str]]:
+def shield_records(stream: Stream,
+                   records: Iterable[dict]) -> tuple[list[tuple[dict, tuple[SP, ...] | None]], list[str]]:
     """[(tuple, governing complete policy or None)] in arrival order, plus the outcomes.
 
     One shield per stream, or per value of ``punctuated_by`` (SPs carry that attribute)."""

@@ -12,6 +12,7 @@ value is checked against the oracle's access decision, so a leak is named precis
 from __future__ import annotations
 
 import json
+import random
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -31,10 +32,9 @@ pytestmark = pytest.mark.spark
 BASE = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 ROLES = ("A", "B", "C")
 STRATEGIES = ("adaptive", "probe-and-filter", "filter-and-probe")
-# The contract makes every attribute whose access is denied NULL, ts included; the engine
-# keeps ts in every delivered tuple, as the foundation's masking does.  The properties
-# compare with ts kept so that they keep checking everything else;
-# test_ts_is_masked_like_any_attribute pins the contract's reading (strict xfail).
+# ts is the tuple's timestamp (the paper's t = [sid, tid, A, ts, ts.csn_sp]), not one of its
+# attributes A: a delivered tuple always keeps it, as in role-based masking, because windows,
+# joins and the watermark need it (docs/semantics.md). test_ts_is_kept_on_every_delivered_tuple.
 TS_KEPT = True
 
 
@@ -144,10 +144,10 @@ def key_patterns(keys: tuple):
     """Tuple patterns over the key's domain.  A range's two bounds are both numbers or both
     text (a mixed range is test_mixed_range_bounds_compare_each_side_on_its_own)."""
     texts = [str(k) for k in keys]
-    bounds = texts + (["0", "2.5", "10", "7"] if isinstance(keys[0], int) else ["9", "100", "3", "c"])
+    bounds = texts + (["0", "2.5", "10", "12", "7"] if isinstance(keys[0], int) else ["9", "100", "3", "c"])
     numbers = [b for b in bounds if O.as_number(b) is not None]
     words = [b for b in bounds if O.as_number(b) is None]
-    single = st.sampled_from(texts + ["7" if isinstance(keys[0], int) else "c"])
+    single = st.sampled_from(texts + (["7", "05", "3.0"] if isinstance(keys[0], int) else ["c", "10.0"]))
     same_kind = st.sampled_from([numbers, words] if words else [numbers]).flatmap(
         lambda kind: st.tuples(st.sampled_from(kind), st.sampled_from(kind)))
     ordered = same_kind.map(lambda p: tuple(sorted(p, key=lambda v: (O.as_number(v) or 0, v))))
@@ -208,7 +208,8 @@ def scripts(draw, conf: StreamConf, provider=None, *, immutable_share: float = 0
             rec[conf.punctuated_by] = provider
         return rec
 
-    def tuple_(declared: tuple[int, int] | None) -> dict:
+    def tuple_(declared: tuple[int, int] | None, exact: bool = False) -> dict:
+        """A tuple whose sp_ts/sp_csn are ``declared`` (exact) or, at random, wrong or missing."""
         nonlocal clock
         clock += draw(st.integers(0, span))
         rec = {"ts": iso(clock)}
@@ -219,8 +220,8 @@ def scripts(draw, conf: StreamConf, provider=None, *, immutable_share: float = 0
                 rec[a] = draw(st.integers(0, 9))
         if conf.punctuated_by:
             rec[conf.punctuated_by] = provider
-        fields = "right" if clean else draw(st.sampled_from(["right"] * 8 + ["wrong csn", "wrong ts", "missing",
-                                                                              "missing csn"]))
+        wrong = ["wrong csn", "wrong ts", "missing", "missing csn"]
+        fields = "right" if clean or exact else draw(st.sampled_from(["right"] * 8 + wrong))
         if declared is None:
             declared = (clock, 1)
             fields = draw(st.sampled_from(["right", "missing"]))
@@ -238,7 +239,7 @@ def scripts(draw, conf: StreamConf, provider=None, *, immutable_share: float = 0
     declared = None
     for _ in range(0 if clean else draw(st.integers(0, 2))):  # tuples before any policy
         records.append(tuple_(None))
-    for _ in range(draw(st.integers(2, 5))):
+    for _ in range(draw(st.integers(3, 6))):
         clock += draw(st.integers(1, span))
         k = draw(st.integers(1, 3))
         batch = [sp(clock, sn) for sn in range(1, k + 1)]
@@ -266,7 +267,7 @@ def scripts(draw, conf: StreamConf, provider=None, *, immutable_share: float = 0
         records += batch
         sent += batch
         declared = (clock, claimed)
-        run = draw(st.integers(1, 6))
+        run = draw(st.integers(2, 8))
         for i in range(run):
             records.append(tuple_(declared))
             if distortion == "late" and i == 0:  # the provider extends its policy after tuples began
@@ -275,10 +276,20 @@ def scripts(draw, conf: StreamConf, provider=None, *, immutable_share: float = 0
                 sent.append(extra)
                 if draw(st.booleans()):  # ... and its next tuples say so
                     declared = (declared[0], claimed + 1)
-            if distortion == "resend" and i == run // 2:  # the provider re-sends its whole policy
+            if distortion == "resend" and i == run // 2:
+                # a tuple the shield denies (dropping the policy), then the provider re-sends its
+                # whole policy: same ts as the dropped one, so it starts a policy again
+                records.append(tuple_((declared[0], declared[1] + 1), exact=True))
                 records += [dict(r) for r in batch]
-        if not clean and sent and draw(st.integers(0, 4)) == 0:  # a stale SP after the run
-            records.append(dict(draw(st.sampled_from(sent))))
+        if not clean and sent and draw(st.integers(0, 2)) == 0:  # a stale SP after the run
+            replay = draw(st.booleans())
+            firsts = [r for r in sent if r["sn"] == 1]
+            stale = dict(draw(st.sampled_from(firsts if replay and firsts else sent)))
+            if replay:  # a denied tuple drops the current policy first
+                records.append(tuple_((declared[0], declared[1] + 1), exact=True))
+            records.append(stale)
+            if replay:  # then a tuple claims the old policy the stale SP belonged to
+                records.append(tuple_((_secs(stale["ts"]), int(stale["sn"] == 1)), exact=True))
     return records
 
 
@@ -334,8 +345,6 @@ def write_inputs(root: Path, name: str, records: list[dict], layout: str, rnd) -
 # -- running and comparing ---------------------------------------------------------------------------
 def run(world: World, query: str, data: dict[str, tuple[list[dict], str]], spark, seed: int,
         strategy: str = "adaptive") -> list[dict]:
-    import random
-
     rnd = random.Random(seed)
     catalog = load_catalog_text(world.yaml(), "sp-random.yaml")
     with tempfile.TemporaryDirectory() as tmp:
@@ -413,7 +422,7 @@ def single_stream_cases(draw, *, server: str | None = None, providers: bool = Fa
         records = draw(merged(conf, sorted(ids), **kw))
     else:
         records = draw(scripts(conf, **kw))
-        for _ in range(draw(st.integers(0, 2))):  # another stretch: more policies mid-stream
+        for _ in range(draw(st.integers(1, 3))):  # another stretch: more policies mid-stream
             more = draw(scripts(conf, **kw))
             shift = _last_time(records) + 1
             records += [_shifted(r, shift) for r in more]
@@ -491,14 +500,11 @@ def test_server_policies_intersect_and_immutable(spark, case) -> None:
 @examples(6)
 @given(case=single_stream_cases(server="union", clean=True))
 def test_server_policies_union_over_governed_tuples(spark, case) -> None:
-    """union over streams whose every tuple has its complete policy (see the xfail below)."""
+    """union over streams whose every tuple has its complete policy."""
     _server_events(case[0], case[1])
     _select_check(spark, *case)
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: with combine: union a server policy grants access to tuples "
-                                       "the Security Shield denied (no policy, missing sp_ts/sp_csn, mismatch, "
-                                       "csn 0); see test_union_server_policy_cannot_grant_a_denied_tuple")
 @examples(4)
 @given(case=single_stream_cases(server="union"))
 def test_server_policies_union(spark, case) -> None:
@@ -584,8 +590,6 @@ def _mini(spark, tmp_path, options: str, records: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: combine: union lets a server policy grant a tuple the shield "
-                                       "denied (here: no policy at all); the contract denies it")
 def test_union_server_policy_cannot_grant_a_denied_tuple(spark, tmp_path) -> None:
     options = (', server_policies: [{streams: S, tuples: "*", attributes: "*", roles: A, sign: "+"}], '
                "combine: union")
@@ -600,17 +604,12 @@ def test_union_server_policy_cannot_grant_a_denied_tuple(spark, tmp_path) -> Non
         name: [] for name in cases}
 
 
-@pytest.mark.xfail(strict=True, reason="contract vs engine: the contract NULLs every inaccessible attribute, ts "
-                                       "included; the engine always keeps ts (as the foundation's masking does)")
-def test_ts_is_masked_like_any_attribute(spark, tmp_path) -> None:
+def test_ts_is_kept_on_every_delivered_tuple(spark, tmp_path) -> None:
     rows = _mini(spark, tmp_path, "", [{**MINI_SP, "attributes": "a"},
                                        {"ts": iso(1), "k": 1, "a": 7, "sp_ts": iso(0), "sp_csn": 1}])
-    assert rows == [{"ts": None, "k": None, "a": 7}]
+    assert rows == [{"ts": iso(1), "k": None, "a": 7}]
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug (contract reading): in a range with one numeric and one text "
-                                       "bound the engine compares both sides as text; the contract compares each "
-                                       "side on its own (10 > 5 as numbers, '10' < 'a' as text)")
 def test_mixed_range_bounds_compare_each_side_on_its_own(spark, tmp_path) -> None:
     rows = _mini(spark, tmp_path, "", [{**MINI_SP, "tuples": "(5, a)"},
                                        {"ts": iso(1), "k": 10, "a": 7, "sp_ts": iso(0), "sp_csn": 1}])

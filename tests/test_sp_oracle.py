@@ -230,7 +230,8 @@ def test_server_policies_intersect_union_immutable() -> None:
         {"ts": ts(1), "Patient_id": 120, "Beats_per_min": 70}, {"ts": ts(2), "Patient_id": 140, "Beats_per_min": None}]
     immutable = [dict(provider[0], immutable=True)] + provider[1:]
     for cat in (inter, union):
-        assert O.select_rows(cat, "gp", "HeartRate", immutable) == [{"ts": None, "Patient_id": 120, "Beats_per_min": 70}]
+        assert O.select_rows(cat, "gp", "HeartRate", immutable) == [
+            {"ts": None, "Patient_id": 120, "Beats_per_min": 70}]
 
 
 def test_no_server_policies_means_the_provider_policy_alone() -> None:
@@ -256,7 +257,8 @@ def test_scjoin_windows() -> None:
     cat = catalog(HEART, TEMP, doctor=["D"])
     beats = [sp("*", "*", "D"), beat(10, 120)]
     temps = [sp("*", "*", "D", streams="BodyTemperature")] + [
-        {"ts": ts(s), "Patient_id": 120, "Temperature": float(s), "sp_ts": ts(0), "sp_csn": 1} for s in (6, 7, 10, 13, 14)]
+        {"ts": ts(s), "Patient_id": 120, "Temperature": float(s), "sp_ts": ts(0), "sp_csn": 1}
+        for s in (6, 7, 10, 13, 14)]
     rows = O.join_rows(cat, "doctor", "HeartRate", beats, 3.0, "BodyTemperature", temps, 3.0,
                        ("Patient_id", "Patient_id"), [("BodyTemperature.Temperature", "t")])
     assert [r["t"] for r in rows] == [7.0, 10.0, 13.0]  # a.ts - 3 <= b.ts <= a.ts + 3

@@ -132,7 +132,8 @@ class _Compiler:
         provider, immutable = access_mask(F.col(gov), F.col(key), key_dtype, grant_only=node.grant_only)
         server = (server_mask(node.server, node.stream, attributes, node.roles, key, key_dtype)  # type: ignore[arg-type]
                   if node.server else None)
-        frame = frame.withColumn("__mask", combined_mask(provider, immutable, server, node.combine))
+        governed = F.col(gov).isNotNull()
+        frame = frame.withColumn("__mask", combined_mask(provider, immutable, server, node.combine, governed))
         others = sum(1 << j for j, name in enumerate(attributes) if name != "ts")
         frame = frame.filter(F.col("__mask").bitwiseAND(F.lit(others).cast("bigint")) != 0)
         masked = {physical_name(node.relation, name): j for j, name in enumerate(attributes) if name != "ts"}

@@ -10,6 +10,8 @@ For example ``pattern_column(parse_pattern("[120, 133]"), "Patient_id", "int")``
 
 from __future__ import annotations
 
+from typing import Callable
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
@@ -18,41 +20,41 @@ from streamwarden.punctuation.patterns import Constant, Empty, Pattern, Range, S
 NUMERIC = frozenset({"int", "long", "double"})
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def pattern_column(pattern: Pattern, column: str, dtype: str) -> Column:
     """A predicate that is TRUE exactly for the values of ``column`` that ``pattern`` matches."""
     if isinstance(pattern, Empty):
         return F.lit(False)
     if isinstance(pattern, Wildcard):
         return F.lit(True)
-    values = _values(pattern)
-    if all(_is_number(v) for v in values):
-        number = F.col(column).cast("double") if dtype in NUMERIC else F.expr(f"try_cast(`{column}` AS double)")
-        numeric = _compare(pattern, number, tuple(float(v) for v in values))  # type: ignore[arg-type]
-        if dtype in NUMERIC:
-            return numeric
-        # A text value that reads as a number compares as a number, as Pattern.matches does.
-        return F.when(number.isNotNull(), numeric).otherwise(_compare(pattern, F.col(column), tuple(map(str, values))))
-    return _compare(pattern, F.col(column).cast("string"), tuple(str(v) for v in values))
+    number = F.col(column).cast("double") if dtype in NUMERIC else F.col(column).cast("string").try_cast("double")
+    text = F.col(column).cast("string")
 
+    def compare(value: object, op: Callable[[Column, Column], Column]) -> Column:
+        """``op(value, column)``: as numbers when both read as numbers, else as text."""
+        as_number = _number(value)
+        textual = op(F.lit(str(value)), text)
+        if as_number is None:
+            return textual
+        return F.when(number.isNotNull(), op(F.lit(as_number), number)).otherwise(textual)
 
-def _values(pattern: Pattern) -> tuple[object, ...]:
     if isinstance(pattern, Constant):
-        return (pattern.value,)
-    if isinstance(pattern, Range):
-        return (pattern.low, pattern.high)
+        return compare(pattern.value, lambda v, c: v == c)
     if isinstance(pattern, SetOf):
-        return pattern.values
+        matched = F.lit(False)
+        for value in pattern.values:
+            matched = matched | compare(value, lambda v, c: v == c)
+        return matched
+    if isinstance(pattern, Range):
+        if pattern.inclusive:
+            return compare(pattern.low, lambda v, c: v <= c) & compare(pattern.high, lambda v, c: c <= v)
+        return compare(pattern.low, lambda v, c: v < c) & compare(pattern.high, lambda v, c: c < v)
     raise TypeError(f"unknown pattern {pattern!r}")
 
 
-def _compare(pattern: Pattern, col: Column, values: tuple[object, ...]) -> Column:
-    if isinstance(pattern, Constant):
-        return col == F.lit(values[0])
-    if isinstance(pattern, Range):
-        low, high = F.lit(values[0]), F.lit(values[1])
-        return (col >= low) & (col <= high) if pattern.inclusive else (col > low) & (col < high)
-    return col.isin(*values)
+def _number(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None

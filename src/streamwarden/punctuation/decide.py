@@ -99,13 +99,15 @@ def with_parsed_patterns(frame: DataFrame, sp: str = "_sp") -> DataFrame:
 
 def matches(p: Column, text: Column, number: Column) -> Column:
     """Does pattern struct ``p`` match a value (its text and, if it reads as one, number)?"""
-    def within(low: Column, high: Column, value: Column, inclusive: Column) -> Column:
-        return F.when(inclusive, (low <= value) & (value <= high)).otherwise((low < value) & (value < high))
-
     inclusive = p["k"] == "closed"
-    numeric = p["ld"].isNotNull() & p["hd"].isNotNull() & number.isNotNull()
-    in_range = F.when(numeric, within(p["ld"], p["hd"], number, inclusive)).otherwise(
-        within(p["ls"], p["hs"], text, inclusive))
+    # Each bound compares as numbers when it and the value both read as numbers, else as text.
+    above = F.when(p["ld"].isNotNull() & number.isNotNull(),
+                   F.when(inclusive, p["ld"] <= number).otherwise(p["ld"] < number)).otherwise(
+                   F.when(inclusive, p["ls"] <= text).otherwise(p["ls"] < text))
+    below = F.when(p["hd"].isNotNull() & number.isNotNull(),
+                   F.when(inclusive, number <= p["hd"]).otherwise(number < p["hd"])).otherwise(
+                   F.when(inclusive, text <= p["hs"]).otherwise(text < p["hs"]))
+    in_range = above & below
     in_set = (F.coalesce(F.array_contains(p["vs"], text), F.lit(False))
               | (number.isNotNull() & F.coalesce(F.array_contains(p["vd"], number), F.lit(False))))
     return (F.when(p["k"] == "any", True)
@@ -211,12 +213,17 @@ def server_mask(server: Sequence[SecurityPunctuation], stream: str, attributes: 
     return union_of(True).bitwiseAND(F.bitwise_not(union_of(False)))
 
 
-def combined_mask(provider: Column, immutable: Column, server: Column | None, mode: str) -> Column:
-    """Section 4.2: provider and server masks by intersect or union; immutable ignores the server."""
+def combined_mask(provider: Column, immutable: Column, server: Column | None, mode: str,
+                  governed: Column) -> Column:
+    """Section 4.2: provider and server masks by intersect or union; immutable ignores the server.
+
+    Server policies only ever combine with a complete provider policy: a tuple the shield
+    denied (``governed`` false) gets nothing, whatever the server would grant.
+    """
     if server is None:
         return provider
     merged = provider.bitwiseAND(server) if mode == "intersect" else provider.bitwiseOR(server)
-    return F.when(immutable, provider).otherwise(merged)
+    return F.when(~governed, F.lit(0).cast("bigint")).when(immutable, provider).otherwise(merged)
 
 
 def has_bit(mask: Column, j: int) -> Column:

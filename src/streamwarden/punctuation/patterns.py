@@ -67,10 +67,13 @@ class Range(Pattern):
     inclusive: bool
 
     def matches(self, value: object) -> bool:
-        low, v, high = _comparable(self.low, value, self.high)
-        if v is None:
+        if value is None:
             return False
-        return low <= v <= high if self.inclusive else low < v < high  # type: ignore[operator]
+        low, v = _comparable(self.low, value)
+        above = low <= v if self.inclusive else low < v  # type: ignore[operator]
+        v, high = _comparable(value, self.high)
+        below = v <= high if self.inclusive else v < high  # type: ignore[operator]
+        return above and below
 
     def __str__(self) -> str:
         open_, close = ("[", "]") if self.inclusive else ("(", ")")
@@ -106,13 +109,12 @@ def _same(a: object, b: object) -> bool:
     return str(a) == str(b)
 
 
-def _comparable(low: object, value: object, high: object) -> tuple[object, object, object]:
-    numbers = (_number(low), _number(value), _number(high))
-    if None not in numbers:
-        return numbers
-    if value is None:
-        return low, None, high
-    return str(low), str(value), str(high)
+def _comparable(a: object, b: object) -> tuple[object, object]:
+    """Two values as numbers when both read as numbers, else as text."""
+    na, nb = _number(a), _number(b)
+    if na is not None and nb is not None:
+        return na, nb
+    return str(a), str(b)
 
 
 def _text(value: Value) -> str:
