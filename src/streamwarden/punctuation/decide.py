@@ -54,6 +54,7 @@ def pattern_column_name(name: str) -> str:
 PATTERN_COLUMNS = tuple(pattern_column_name(n) for n in PATTERNS)
 
 
+_NUMBER = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"
 _SEP = r"\s*,\s*"
 #: The whole pattern grammar (Fig. 5), so a malformed pattern is caught by one regex.
 _GRAMMAR = (rf"^(\*|(?i:ALL)|\{{\s*\}}|\{{\s*{_VALUE}({_SEP}{_VALUE})*\s*\}}|"
@@ -90,7 +91,10 @@ def with_parsed_patterns(frame: DataFrame, sp: str = "_sp") -> DataFrame:
     finished = []
     for n in PATTERNS:
         p = F.col(f"__s_{n}")
-        numbers = F.transform(p["vs"], lambda v: v.try_cast("double"))
+        # Only tuple patterns compare with numbers (keys); stream, attribute and role names are
+        # text. The regex guard keeps Spark from failing (slowly: it throws) on every name.
+        numbers = (F.transform(p["vs"], lambda v: F.when(v.rlike(_NUMBER), v.cast("double"))) if n == "tuples"
+                   else F.array().cast("array<double>"))
         finished.append(F.struct(p["k"].alias("k"), F.get(p["vs"], 0).alias("ls"), F.get(p["vs"], 1).alias("hs"),
                                  F.get(numbers, 0).alias("ld"), F.get(numbers, 1).alias("hd"), p["vs"].alias("vs"),
                                  numbers.alias("vd"), p["valid"].alias("valid")).alias(pattern_column_name(n)))
@@ -178,7 +182,8 @@ def access_mask(governing: Column, key: Column, key_dtype: str, *, grant_only: b
     ``from_json(_gov, GOVERNING)``; NULL when the shield denied the tuple)."""
     sps = governing
     text = key.cast("string")
-    number = key.cast("double") if key_dtype in ("int", "long", "double") else text.try_cast("double")
+    number = key.cast("double") if key_dtype in ("int", "long", "double") else F.when(
+        text.rlike(_NUMBER), text.cast("double"))
 
     def union_of(positive: bool) -> Column:
         def step(acc: Column, s: Column) -> Column:
