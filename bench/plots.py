@@ -1,8 +1,9 @@
 """The benchmark's PNG plots (matplotlib, Agg backend: no display needed).
 
-Each function takes the plain-data results of :mod:`bench.rewriting` or
-:mod:`bench.runtime` and writes one file. PNGs are saved without the "Software"
-metadata so that re-running with the same numbers gives the same bytes.
+Each function takes the plain-data results of :mod:`bench.rewriting`,
+:mod:`bench.runtime` or :mod:`bench.punctuation` and writes one file. PNGs are saved
+without the "Software" metadata so that re-running with the same numbers gives the
+same bytes.
 """
 
 from __future__ import annotations
@@ -190,7 +191,91 @@ def throughput(results: dict[str, Any], path: Path) -> None:
     _save(fig, path)
 
 
-def all_plots(rewriting: dict[str, Any] | None, runtime: dict[str, Any] | None, out: Path) -> list[str]:
+def _paper_marks(ax: Any, points: dict[float, float], label: str) -> None:
+    xs = sorted(points)
+    ax.plot(xs, [points[x] for x in xs], "D--" if len(xs) > 1 else "D", color=PAPER_COLOR, label=label)
+
+
+def sp_shield_cost(results: dict[str, Any], path: Path) -> None:
+    """Fig. 13: shield cost per 1,000 tuples vs SP ratio (a) and role count (b), with the paper's values."""
+    from bench.punctuation import PAPER_FIG13A_RATIO1_MS, PAPER_FIG13B_MS
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, (key, by, title) in zip(axes, (("by_ratio", "sp_ratio", "13a: vs SP ratio (tuples per policy)"),
+                                            ("by_roles", "roles", "13b: vs roles in the shield's state"))):
+        rows = sorted(results[key], key=lambda p: p[by])
+        x = [p[by] for p in rows]
+        ax.plot(x, [p["shield_ms_per_1000"] for p in rows], "o-", color="tab:blue", label="with shield")
+        ax.plot(x, [p["no_shield_ms_per_1000"] for p in rows], "s-", color="tab:gray", label="without shield")
+        ax.plot(x, [p["overhead_ms_per_1000"] for p in rows], "^-", color="tab:red",
+                label="shield cost (with − without)")
+        ax.plot(x, [p["overhead_cpu_ms_per_1000"] for p in rows], "^:", color="tab:red", alpha=0.6,
+                label="shield cost, CPU time")
+        if key == "by_ratio":
+            _paper_marks(ax, {1: PAPER_FIG13A_RATIO1_MS}, "paper Fig. 13a: ≈ 4 ms at ratio 1")
+        else:
+            _paper_marks(ax, dict(PAPER_FIG13B_MS), "paper Fig. 13b: 1.31 → 11.31 ms")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("SP ratio" if by == "sp_ratio" else "roles")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("ms per 1,000 tuples (execution wall time, log)")
+    fig.suptitle("Security Shield cost (lower is better)")
+    _save(fig, path)
+
+
+def sp_placement(results: dict[str, Any], path: Path) -> None:
+    """Figs. 14 and 15: shield pushed down / up / absent vs the selection's selectivity, per role count."""
+    points = results["placement"]
+    roles = sorted({p["roles"] for p in points}, reverse=True)
+    fig, axes = plt.subplots(1, len(roles), figsize=(5.5 * len(roles), 4.2), sharey=True, squeeze=False)
+    for ax, r in zip(axes[0], roles):
+        rows = sorted((p for p in points if p["roles"] == r), key=lambda p: p["target_selectivity"])
+        x = [p["selectivity"] for p in rows]
+        for name, style, color in (("pushed down", "o-", "tab:blue"), ("pushed up", "s-", "tab:orange"),
+                                   ("no shield", "x--", "tab:gray")):
+            ax.plot(x, [p["ms_per_1000"][name] for p in rows], style, color=color,
+                    label=name if name != "no shield" else "no shield (Fig. 15)")
+        ax.set_xlabel("selectivity of speed > X (measured)")
+        ax.set_title(f"Fig. 14{'a' if r >= 100 else 'b'}: {r} roles (paper: {'up' if r >= 100 else 'down'} cheaper)")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("ms per 1,000 tuples (execution wall time)")
+    axes[0][0].set_ylim(bottom=0)
+    axes[0][-1].legend(fontsize=8)
+    _save(fig, path)
+
+
+def sp_scjoin(results: dict[str, Any], path: Path) -> None:
+    """Fig. 16: SCJoin strategies vs SP ratio, policy similarity and join selectivity."""
+    sweeps = (("sp ratio", "sp_ratio", "16a: SP ratio"), ("similarity", "similarity", "16b: policy similarity"),
+              ("selectivity", "target_selectivity", "16c: join selectivity"))
+    present = [s for s in sweeps if any(s[0] in p["sweeps"] for p in results["joins"])]
+    fig, axes = plt.subplots(1, len(present), figsize=(5 * len(present), 4.2), sharey=True, squeeze=False)
+    for ax, (sweep, key, title) in zip(axes[0], present):
+        rows = sorted((p for p in results["joins"] if sweep in p["sweeps"]), key=lambda p: p[key])
+        x = [p[key] for p in rows]
+        for name, style, color in (("probe-and-filter", "o-", "tab:blue"), ("filter-and-probe", "s-", "tab:green"),
+                                   ("adaptive", "x--", "tab:red"),
+                                   ("probe-and-filter, no push-down", "o:", "tab:purple")):
+            y = [p["ms_per_1000"].get(name, math.nan) for p in rows]
+            if _finite(y):
+                ax.plot(x, y, style, color=color, label=name if "no push-down" not in name
+                        else "probe-and-filter, Spark push-down off (diagnostic)")
+        if sweep != "similarity":
+            ax.set_xscale("log")
+        ax.set_xlabel(title.split(": ")[1])
+        ax.set_title(f"Fig. {title}")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("ms per 1,000 input tuples (execution wall time)")
+    axes[0][0].set_ylim(bottom=0)
+    axes[0][-1].legend(fontsize=8)
+    _save(fig, path)
+
+
+def all_plots(rewriting: dict[str, Any] | None, runtime: dict[str, Any] | None, out: Path,
+              punctuation: dict[str, Any] | None = None) -> list[str]:
     """Write every plot whose data exists; returns the file names written."""
     written = []
     if rewriting:
@@ -203,4 +288,13 @@ def all_plots(rewriting: dict[str, Any] | None, runtime: dict[str, Any] | None, 
         relative_memory(runtime, out / "relative_memory.png")
         throughput(runtime, out / "throughput.png")
         written += ["relative_joins.png", "relative_cpu.png", "relative_memory.png", "throughput.png"]
+    if punctuation:
+        sp_shield_cost(punctuation, out / "sp_shield_cost.png")
+        written.append("sp_shield_cost.png")
+        if punctuation["placement"]:
+            sp_placement(punctuation, out / "sp_placement.png")
+            written.append("sp_placement.png")
+        if punctuation["joins"]:
+            sp_scjoin(punctuation, out / "sp_scjoin.png")
+            written.append("sp_scjoin.png")
     return written

@@ -1,11 +1,14 @@
 """Run every streamwarden benchmark and write ``bench/results/``.
 
-    python -m bench.run            # full run (~10-15 min on 2 cores)
-    python -m bench.run --quick    # smoke version (~2 min)
+    python -m bench.run                      # full run (~20 min on 2 cores)
+    python -m bench.run --quick              # smoke version (~5 min)
+    python -m bench.run --only punctuation   # one experiment; the others' saved results are kept
 
 Everything runs in this one process: the rewriting benchmark first (pure Python), then
-the Spark runtime benchmark on ``streamwarden.engine.session.get_spark()``. Outputs:
-``README.md`` (the report), ``results.json`` (raw numbers) and the PNG plots.
+the Spark benchmarks on ``streamwarden.engine.session.get_spark()``: runtime on the drill
+scenario, then security punctuations. Outputs: ``README.md`` (the report),
+``results.json`` (raw numbers) and the PNG plots. With ``--only``, the experiments not
+run are carried over from the existing ``results.json``, so the report stays whole.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from typing import Any
 
 from bench import machine as machine_info
 from bench import observations, plots, report
+from bench import punctuation as punctuation_bench
 from bench import rewriting as rewriting_bench
 from bench import runtime as runtime_bench
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
+EXPERIMENTS = ("rewriting", "runtime", "punctuation")
 
 
 def _log(message: str) -> None:
@@ -45,45 +50,89 @@ def _json_safe(value: Any) -> Any:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke version: small data, few repetitions")
-    parser.add_argument("--only", choices=("rewriting", "runtime"), help="run one experiment (for development)")
+    parser.add_argument("--only", choices=EXPERIMENTS,
+                        help="run one experiment; the others' results are kept from results.json")
     parser.add_argument("--output", type=Path, default=RESULTS, help="results directory (default bench/results)")
     parser.add_argument("--report-only", action="store_true",
                         help="re-render README.md and the plots from an existing results.json, measuring nothing")
     args = parser.parse_args(argv)
     if args.report_only:
-        saved = _from_json(json.loads((args.output / "results.json").read_text(encoding="utf-8")))
-        _write_outputs(args.output, saved["mode"], saved["machine"], saved["duration_s"], saved["rewriting"],
-                       saved["runtime"])
+        saved = _saved(args.output)
+        if saved is None:
+            parser.error(f"no results.json in {args.output}")
+        _write_outputs(args.output, saved["machine"], saved["results"], saved["runs"])
         return 0
     mode = "quick" if args.quick else "full"
     args.output.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
 
-    _log(f"streamwarden benchmarks, {mode} run")
+    _log(f"streamwarden benchmarks, {mode} run" + (f", only {args.only}" if args.only else ""))
     info = machine_info.collect(REPO).as_dict()
-    rewriting: dict[str, Any] | None = None
-    runtime: dict[str, Any] | None = None
+    results: dict[str, dict[str, Any] | None] = {name: None for name in EXPERIMENTS}
+    runs: dict[str, dict[str, Any]] = {}
+    if args.only:  # keep what earlier runs measured for the other experiments
+        saved = _saved(args.output)
+        if saved is not None:
+            for name in EXPERIMENTS:
+                if name != args.only and saved["results"].get(name):
+                    results[name], runs[name] = saved["results"][name], saved["runs"][name]
+    command = "python -m bench.run" + (" --quick" if args.quick else "") + (f" --only {args.only}" if args.only else "")
+
+    def record(name: str, began: float) -> None:
+        runs[name] = {"mode": mode, "duration_s": round(time.perf_counter() - began, 1), "command": command,
+                      "commit": info["streamwarden_commit"], "when": time.strftime("%Y-%m-%d %H:%M")}
 
     if args.only in (None, "rewriting"):
         _log("experiment 1: rewriting time")
+        began = time.perf_counter()
         settings = rewriting_bench.Settings.quick() if args.quick else rewriting_bench.Settings()
-        rewriting = rewriting_bench.run(settings, log=_log)
+        results["rewriting"] = rewriting_bench.run(settings, log=_log)
+        record("rewriting", began)
 
-    if args.only in (None, "runtime"):
-        _log("experiment 2: runtime on the drill scenario (starting Spark)")
+    if args.only in (None, "runtime", "punctuation"):
+        _log("starting Spark")
         from streamwarden.engine.session import get_spark  # Spark only when needed
 
         spark = get_spark()
         info["spark_java"] = str(spark._jvm.java.lang.System.getProperty("java.runtime.version"))  # type: ignore[attr-defined]
-        settings_rt = runtime_bench.Settings.quick() if args.quick else runtime_bench.Settings()
-        runtime = runtime_bench.run(spark, settings_rt, log=_log)
+        if args.only in (None, "runtime"):
+            _log("experiment 2: runtime on the drill scenario")
+            began = time.perf_counter()
+            settings_rt = runtime_bench.Settings.quick() if args.quick else runtime_bench.Settings()
+            results["runtime"] = runtime_bench.run(spark, settings_rt, log=_log)
+            record("runtime", began)
+        if args.only in (None, "punctuation"):
+            _log("experiment 3: security punctuations (Figs. 13-16)")
+            began = time.perf_counter()
+            settings_sp = punctuation_bench.Settings.quick() if args.quick else punctuation_bench.Settings()
+            results["punctuation"] = punctuation_bench.run(spark, settings_sp, log=_log)
+            record("punctuation", began)
 
     duration = time.perf_counter() - started
     (args.output / "results.json").write_text(json.dumps(_json_safe({
-        "mode": mode, "duration_s": round(duration, 1), "machine": info, "rewriting": rewriting, "runtime": runtime,
+        "mode": mode, "duration_s": round(duration, 1), "machine": info, "runs": runs, **results,
     }), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    _write_outputs(args.output, mode, info, duration, rewriting, runtime)
+    _write_outputs(args.output, info, results, runs)
+    _log(f"done in {duration / 60:.1f} min")
     return 0
+
+
+def _saved(out: Path) -> dict[str, Any] | None:
+    """The results of an earlier run in ``out`` (None when there are none): machine, each
+    experiment's results and how each was run. Files from before per-experiment run
+    records describe every experiment by the run's own mode and duration."""
+    path = out / "results.json"
+    if not path.exists():
+        return None
+    data = _from_json(json.loads(path.read_text(encoding="utf-8")))
+    results = {name: data.get(name) if isinstance(data.get(name), dict) else None for name in EXPERIMENTS}
+    runs = data.get("runs") if isinstance(data.get("runs"), dict) else {}
+    for name in EXPERIMENTS:
+        if results[name] and name not in runs:
+            runs[name] = {"mode": data["mode"], "run_duration_s": data["duration_s"], "command": "python -m bench.run"
+                          + (" --quick" if data["mode"] == "quick" else ""),
+                          "commit": data["machine"].get("streamwarden_commit", "unknown"), "when": ""}
+    return {"machine": data["machine"], "results": results, "runs": runs}
 
 
 def _from_json(value: Any) -> Any:
@@ -97,17 +146,17 @@ def _from_json(value: Any) -> Any:
     return value
 
 
-def _write_outputs(out: Path, mode: str, info: dict[str, Any], duration: float, rewriting: dict[str, Any] | None,
-                   runtime: dict[str, Any] | None) -> None:
-    rewriting = rewriting if isinstance(rewriting, dict) else None  # a skipped experiment is null (NaN) in JSON
-    runtime = runtime if isinstance(runtime, dict) else None
-    notes = (observations.rewriting(rewriting) if rewriting else []) + (
-        observations.runtime(runtime) if runtime else [])
-    written = plots.all_plots(rewriting, runtime, out)
-    text = report.render(machine=info, mode=mode, duration_s=duration, rewriting=rewriting, runtime=runtime,
+def _write_outputs(out: Path, info: dict[str, Any], results: dict[str, dict[str, Any] | None],
+                   runs: dict[str, dict[str, Any]]) -> None:
+    rewriting, runtime, punctuation = (results.get(name) for name in EXPERIMENTS)
+    notes = ((observations.rewriting(rewriting) if rewriting else [])
+             + (observations.runtime(runtime) if runtime else [])
+             + (observations.punctuation(punctuation) if punctuation else []))
+    written = plots.all_plots(rewriting, runtime, out, punctuation)
+    text = report.render(machine=info, runs=runs, rewriting=rewriting, runtime=runtime, punctuation=punctuation,
                          notes=notes)
     (out / "README.md").write_text(text, encoding="utf-8")
-    _log(f"wrote {out / 'README.md'}, results.json and {', '.join(written)} in {duration / 60:.1f} min")
+    _log(f"wrote {out / 'README.md'}, results.json and {', '.join(written)}")
 
 
 if __name__ == "__main__":
