@@ -28,11 +28,11 @@ import os
 import re
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Iterator
 
 from pyspark.sql import SparkSession
+
+from streamwarden.engine.session import sql_conf  # noqa: F401  (re-exported for the benchmarks)
 
 
 @dataclass(frozen=True)
@@ -195,20 +195,3 @@ def _parse_metric(text: str) -> float:
     if not match:
         return 0.0
     return float(match.group(1).replace(",", "")) * _UNITS.get(match.group(2) or "B", 1)
-
-
-@contextmanager
-def sql_conf(spark: SparkSession, key: str, value: str | None) -> Iterator[None]:
-    """Set a runtime SQL option inside the block (``None``: leave it alone), then restore it."""
-    if value is None:
-        yield
-        return
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, previous)
