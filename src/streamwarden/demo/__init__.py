@@ -25,7 +25,7 @@ from streamwarden.catalog.store import CatalogStore, sqlite_url
 from streamwarden.datagen import generate_drill
 from streamwarden.engine.execute import build_job, read_sink, start_stream, unsecured_frame
 from streamwarden.engine.session import get_spark
-from streamwarden.demo.health import run_health_demo
+from streamwarden.demo.health import quiet_stderr, run_health_demo
 from streamwarden.passes import secure
 
 QUERIES = [
@@ -90,5 +90,6 @@ def run_demo(workdir: Path, *, soldiers: int = 40, minutes: float = 20.0) -> int
                   "rows withheld: rows the same query returns without access control that the user may not see.\n"
                   f"Results are JSON files under {workdir / 'out'}; 'streamwarden explain' tells why.")
     console.rule("[bold]security punctuations: patients stream their own policies (Fig. 6)")
-    run_health_demo(workdir, console)
+    with quiet_stderr():  # PySpark's transformWithState worker prints every call on stderr
+        run_health_demo(workdir, console)
     return 0
