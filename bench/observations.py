@@ -150,14 +150,14 @@ def punctuation(pt: dict[str, Any]) -> list[str]:
         few, many = ratio_one[0], ratio_one[-1]
         per_sp = [p["stages_ms_per_1000"]["SP decoding"] * p["tuples"] / p["policies"] / 1000 for p in (few, many)]
         if per_sp[1] > 3 * per_sp[0]:
+            per_name = (per_sp[1] - per_sp[0]) / (many["roles"] - few["roles"]) * 1000
             notes.append(
                 f"SP decoding grows with the role names an SP carries: {per_sp[0]:.2f} ms per SP with "
-                f"{few['roles']} roles, {per_sp[1]:.2f} ms with {many['roles']}. Most of it is "
-                "`punctuation.decide.with_parsed_patterns` casting every value of every pattern to a double "
-                "(`vd`, with `try_cast`), the role pattern included: a role name such as `R17` is not a number, "
-                "and Spark's failing string-to-double cast costs a few µs (it throws and catches an exception), "
-                "so 500 role names cost milliseconds per SP although roles are only ever compared as text. The "
-                "grammar check and value extraction (regular expressions over the whole role list) add to it.")
+                f"{few['roles']} roles, {per_sp[1]:.2f} ms with {many['roles']}, about {per_name:.1f} µs per role "
+                "name. `punctuation.decide.with_parsed_patterns` checks each role list against the pattern grammar "
+                "with one regular expression, splits it with another and unquotes every name with a third "
+                "(`regexp_replace` inside `transform`, a lambda Spark interprets row by row), then probes each name "
+                "in the user's role set: all linear in the names, and all in interpreted expressions.")
     fixed = pt.get("fixed")
     if isinstance(fixed, dict):  # null (NaN once reloaded) when not measured
         shield, bare = fixed["pipelines"]["shield"], fixed["pipelines"]["no shield"]
@@ -211,11 +211,16 @@ def punctuation(pt: dict[str, Any]) -> list[str]:
             f"decodes the governing SPs only for the tuples that pass. Up / down ranged {min(ratios):.2f}–"
             f"{max(ratios):.2f} over the placement points.")
     load = pt["load_average"]
-    if max(load["before"][0], load["after"][0]) > 1.5:
+    spreads = sorted(p["spread"] for p in pt["by_ratio"] + pt["by_roles"] + pt["placement"] + pt["joins"]
+                     if isinstance(p.get("spread"), float) and not math.isnan(p["spread"]))
+    if max(load["before"][0], load["after"][0]) > 1.5 and spreads:
+        cpus = load.get("cpus")
         notes.append(
             f"The machine was busy with other work during experiment 3 (1-minute load average "
-            f"{load['before'][0]:.1f} before, {load['after'][0]:.1f} after, on {load.get('cpus', '?')} cores): "
-            "wall times include "
-            "waiting for a core. CPU-time columns are shown next to them; differences under about 20 % between "
-            "two pipelines are within the run-to-run noise seen here.")
+            f"{load['before'][0]:.1f} before, {load['after'][0]:.1f} after"
+            + (f", on {cpus} cores" if isinstance(cpus, int) else "") + "): wall times include waiting for a "
+            f"core. The run-to-run spread of a configuration ((max − min) / median of its most variable "
+            f"pipeline) was {100 * spreads[len(spreads) // 2]:.0f} % in the median and up to "
+            f"{100 * spreads[-1]:.0f} %, so differences of that order between two pipelines (Fig. 14 in "
+            "particular) are noise; CPU-time columns, shown next to wall times, are not steadier here.")
     return notes

@@ -199,7 +199,8 @@ def measure(meter: Meter, pipelines: Mapping[str, Pipeline], reps: Repetitions, 
 def _summary(runs: list[Run], plan_s: float) -> dict[str, Any]:
     return {
         "wall_s": median([r.wall_s for r in runs]), "cpu_s": median([r.cpu_s for r in runs]), "plan_s": plan_s,
-        "runs": len(runs), "wall_s_all": [round(r.wall_s, 3) for r in runs], "rows": runs[0].rows,
+        "runs": len(runs), "wall_s_all": [round(r.wall_s, 3) for r in runs],
+        "cpu_s_all": [round(r.cpu_s, 2) for r in runs], "rows": runs[0].rows,
         "checksum": runs[0].checksum,
         "stable": all((r.rows, r.checksum) == (runs[0].rows, runs[0].checksum) for r in runs),
     }
@@ -447,6 +448,7 @@ def _shield_summary(measured: dict[str, dict[str, Any]], data: W.StreamFile, tup
         "relative_throughput": ratio(bare["wall_s"], shield["wall_s"]),
         "relative_throughput_cpu": ratio(bare["cpu_s"], shield["cpu_s"]),
         "ok": shield["rows"] == expected and bare["rows"] == tuples,
+        "spread": _spread(measured),
     }
     if "read + SP decoding" in measured:
         point["stages_ms_per_1000"] = _stages(measured, tuples)
