@@ -1,7 +1,7 @@
 """Run every streamwarden benchmark and write ``bench/results/``.
 
-    python -m bench.run                      # full run (~20 min on 2 cores)
-    python -m bench.run --quick              # smoke version (~5 min)
+    python -m bench.run                      # full run (~13 min on 2 cores)
+    python -m bench.run --quick              # smoke version (~4 min)
     python -m bench.run --only punctuation   # one experiment; the others' saved results are kept
 
 Everything runs in this one process: the rewriting benchmark first (pure Python), then
