@@ -35,7 +35,7 @@ import numpy as np
 
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.plan.expr import format_timestamp
-from streamwarden.punctuation.model import SecurityPunctuation, SpPolicy, combine, sp_from_record
+from streamwarden.punctuation.model import SpPolicy, combine, sp_from_record
 
 
 class PolicyPart(Protocol):
