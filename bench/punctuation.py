@@ -44,8 +44,7 @@ from streamwarden.catalog.model import Catalog
 from streamwarden.engine.execute import build_job, unsecured_frame
 from streamwarden.passes import SecurityOptions, input_stats, secure
 from streamwarden.plan.nodes import Shield, walk
-from streamwarden.punctuation.decide import pattern_problem, sp_code, with_parsed_patterns
-from streamwarden.punctuation.reader import failing_on_broken, read_punctuated, shielded_input
+from streamwarden.punctuation.reader import shielded_input
 from streamwarden.rewrite.algorithm import Rewriting
 
 from bench import punctuation_workload as W
@@ -233,24 +232,12 @@ def _unsecured(spark: SparkSession, catalog: Catalog, rewriting: Rewriting, inpu
     return Pipeline(unsecured_frame(spark, catalog, rewriting, inputs), columns[0], columns)
 
 
-def decoded_frame(spark: SparkSession, catalog: Catalog, path: Path) -> DataFrame:
-    """The shield's input without the shield: records read and parsed, every SP's patterns
-    parsed and encoded for the user's roles (as ``shielded_input`` does before its kernel)."""
-    stream = catalog.streams["Objects"]
-    frame = with_parsed_patterns(read_punctuated(spark, stream, path))
-    frame = frame.withColumn("_broken", F.coalesce("_broken", F.when(F.col("_is_sp"), pattern_problem())))
-    frame = failing_on_broken(frame, stream)
-    code = F.when(F.col("_is_sp"), sp_code(stream.name, stream.attributes, catalog.effective_roles(W.USER)))
-    return frame.select("oid", "speed", "x", "y", F.coalesce(code, F.lit("")).alias("_code"))
-
-
 def stage_pipelines(spark: SparkSession, catalog: Catalog, path: Path) -> dict[str, Pipeline]:
-    """Cumulative stages of the shield pipeline: decoding SPs, then the kernel."""
+    """Cumulative stages of the shield pipeline: the kernel (which encodes each SP), then masking."""
     kernel = shielded_input(spark, catalog.streams["Objects"], path, catalog.effective_roles(W.USER),
                             streaming=False)
     return {
-        "read + SP decoding": Pipeline(decoded_frame(spark, catalog, path), "oid", ("oid", "speed", "x", "y", "_code")),
-        "read + SP decoding + shield kernel": Pipeline(kernel.filter(F.col("_gov").isNotNull()), "oid",
+        "read + shield kernel": Pipeline(kernel.filter(F.col("_gov").isNotNull()), "oid",
                                                        ("oid", "speed", "x", "y")),
     }
 
@@ -450,7 +437,7 @@ def _shield_summary(measured: dict[str, dict[str, Any]], data: W.StreamFile, tup
         "ok": shield["rows"] == expected and bare["rows"] == tuples,
         "spread": _spread(measured),
     }
-    if "read + SP decoding" in measured:
+    if "read + shield kernel" in measured:
         point["stages_ms_per_1000"] = _stages(measured, tuples)
     return point
 
@@ -467,8 +454,8 @@ def _add_marginal(point: dict[str, Any], fixed: dict[str, Any]) -> None:
 
 def _stages(measured: dict[str, dict[str, Any]], tuples: int) -> dict[str, float]:
     """Each stage's own cost (ms per 1,000 tuples, wall): the difference to the stage before."""
-    order = [("no shield", "read, SPs dropped (no shield)"), ("read + SP decoding", "SP decoding"),
-             ("read + SP decoding + shield kernel", "shield kernel (shuffle, Arrow, Python)"),
+    order = [("no shield", "read, SPs dropped (no shield)"),
+             ("read + shield kernel", "shield kernel (shuffle, Arrow, SP encoding, Python)"),
              ("shield", "masking and output")]
     out, previous = {}, 0.0
     for name, label in order:

@@ -204,9 +204,9 @@ def _fig13(pt: dict[str, Any]) -> list[str]:
     if staged:
         out += ["### Where the shield's time goes", "",
                 "Cumulative pipelines, each timed like the others, the cost of a stage being the difference to the "
-                "one before: the read without shield (records parsed, SPs dropped); + SP decoding (every SP's "
-                "patterns parsed and matched against the user's roles, in Spark SQL); + the shield kernel "
-                "(all records of the stream shuffled to one Python worker, which runs Fig. 10's state machine); + "
+                "one before: the read without shield (records parsed, SPs dropped); + the shield kernel "
+                "(all records of the stream shuffled to one Python worker, which encodes each SP for the user, "
+                "memoized by its text, and runs Fig. 10's state machine); + "
                 "masking and output (each tuple's governing SPs decoded again and matched against its key). A stage's "
                 "cost is the difference of two medians, so a small stage can come out negative within the noise.",
                 ""]

@@ -1,21 +1,15 @@
 """Access decisions under streamed SPs, as Spark SQL expressions (no Python per tuple).
 
-Two halves, both in the JVM:
+The part of each SP that does not depend on the tuple is settled once per SP record,
+when the shield meets it (:mod:`streamwarden.punctuation.encode`): its *code* has an
+attribute bitmask for the user and the parsed tuple pattern. Here, per tuple:
 
-* :func:`encode_sp` turns each SP record into a compact JSON text, once per SP. Every
-  part of the decision that does not depend on the tuple is settled there: the stream
-  pattern against the stream's name, the role pattern against the user's effective
-  roles and the attribute pattern against each schema attribute become one bitmask
-  (bit *j*: the SP speaks for schema attribute *j* and one of the user's roles). The
-  tuple pattern is kept, parsed, for the per-tuple part.
 * :func:`access_mask` evaluates, per tuple, the SPs of its governing policy (the
   shield attaches them as a JSON array): OR of the masks of the positive SPs whose
   tuple pattern matches the key, minus those of the negative ones; then combines with
   the stream's server policies (intersect or union; an immutable provider policy
   ignores them).
 
-A pattern whose text does not parse makes the record broken (``pattern_problem``), so
-a malformed policy stops the job with the record named instead of granting anything.
 Matching follows :mod:`streamwarden.punctuation.patterns`: numbers compare as numbers
 when both sides read as numbers, otherwise as text.
 """
@@ -24,10 +18,9 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from streamwarden.errors import UnsupportedError
 from streamwarden.punctuation.columns import pattern_column
 from streamwarden.punctuation.model import SecurityPunctuation
 
@@ -35,70 +28,8 @@ from streamwarden.punctuation.model import SecurityPunctuation
 SP_CODE = ("struct<p:boolean,i:boolean,g:boolean,m:bigint,k:string,ls:string,hs:string,"
            "ld:double,hd:double,vs:array<string>,vd:array<double>>")
 GOVERNING = f"array<{SP_CODE}>"
-MAX_ATTRIBUTES = 62
-
-_VALUE = r"""(-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?|[A-Za-z_][A-Za-z0-9_.]*|"[^"]*"|'[^']*')"""
-
-
-def _unquote(item: Column) -> Column:
-    return F.regexp_replace(F.trim(item), r"""^"(.*)"$|^'(.*)'$""", "$1$2")
-
-
-PATTERNS = ("streams", "tuples", "attributes", "roles")
-
-
-def pattern_column_name(name: str) -> str:
-    return f"__pat_{name}"
-
-
-PATTERN_COLUMNS = tuple(pattern_column_name(n) for n in PATTERNS)
-
 
 _NUMBER = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"
-_SEP = r"\s*,\s*"
-#: The whole pattern grammar (Fig. 5), so a malformed pattern is caught by one regex.
-_GRAMMAR = (rf"^(\*|(?i:ALL)|\{{\s*\}}|\{{\s*{_VALUE}({_SEP}{_VALUE})*\s*\}}|"
-            rf"\[\s*{_VALUE}{_SEP}{_VALUE}\s*\]|\(\s*{_VALUE}{_SEP}{_VALUE}\s*\)|{_VALUE})$")
-_ITEM = r"""("[^"]*"|'[^']*'|[^\s,\[\]\(\)\{\}]+)"""
-
-
-def with_parsed_patterns(frame: DataFrame, sp: str = "_sp") -> DataFrame:
-    """Add ``__pat_<name>``: each pattern of the SP struct ``sp`` parsed (see :data:`SP_CODE`),
-    on the rows where ``_is_sp`` holds.
-
-    Two stages, so each pattern's text is trimmed once and its values extracted once:
-    one regex checks the whole grammar, one extracts the values.
-    """
-    def text(name: str) -> Column:
-        value = F.col(f"{sp}.{name}")
-        trimmed = F.trim(value if name == "roles" else F.coalesce(value, F.lit("*")))
-        return F.when(F.col("_is_sp"), trimmed)  # tuples have no patterns: skip the regexes
-
-    frame = frame.select("*", *[text(n).alias(f"__t_{n}") for n in PATTERNS])
-    parsed = []
-    for n in PATTERNS:
-        t = F.col(f"__t_{n}")
-        first = F.substring(t, 1, 1)
-        valid = F.coalesce(t.rlike(_GRAMMAR), F.lit(False))
-        kind = (F.when(~valid, "invalid")
-                .when((t == "*") | (F.upper(t) == "ALL"), "any")
-                .when(t.rlike(r"^\{\s*\}$"), "none")
-                .when(first == "{", "set").when(first == "[", "closed").when(first == "(", "open")
-                .otherwise("const"))
-        values = F.transform(F.regexp_extract_all(t, F.lit(_ITEM), 1), _unquote)
-        parsed.append(F.struct(kind.alias("k"), values.alias("vs"), valid.alias("valid")).alias(f"__s_{n}"))
-    frame = frame.select("*", *parsed).drop(*[f"__t_{n}" for n in PATTERNS])
-    finished = []
-    for n in PATTERNS:
-        p = F.col(f"__s_{n}")
-        # Only tuple patterns compare with numbers (keys); stream, attribute and role names are
-        # text. The regex guard keeps Spark from failing (slowly: it throws) on every name.
-        numbers = (F.transform(p["vs"], lambda v: F.when(v.rlike(_NUMBER), v.cast("double"))) if n == "tuples"
-                   else F.array().cast("array<double>"))
-        finished.append(F.struct(p["k"].alias("k"), F.get(p["vs"], 0).alias("ls"), F.get(p["vs"], 1).alias("hs"),
-                                 F.get(numbers, 0).alias("ld"), F.get(numbers, 1).alias("hd"), p["vs"].alias("vs"),
-                                 numbers.alias("vd"), p["valid"].alias("valid")).alias(pattern_column_name(n)))
-    return frame.select("*", *finished).drop(*[f"__s_{n}" for n in PATTERNS])
 
 
 def matches(p: Column, text: Column, number: Column) -> Column:
@@ -120,60 +51,13 @@ def matches(p: Column, text: Column, number: Column) -> Column:
             .otherwise(False))
 
 
-def _literal(value: str) -> tuple[Column, Column]:
-    return F.lit(value), F.lit(_number(value)).cast("double")
+def sp_problem(sp: str = "_sp") -> Column:
+    """Why an SP record's sign or sn is unusable (NULL when they are fine).
 
-
-def sp_code(stream: str, attributes: Sequence[str], roles: Iterable[str], sp: str = "_sp") -> Column:
-    """The JSON code of each SP record for a user (needs :func:`with_parsed_patterns` first)."""
-    if len(attributes) > MAX_ATTRIBUTES:
-        raise UnsupportedError(f"punctuated stream {stream} has {len(attributes)} attributes; "
-                               f"SP masks hold at most {MAX_ATTRIBUTES}")
-    streams, attrs, role_p, key = (F.col(pattern_column_name(n)) for n in ("streams", "attributes", "roles", "tuples"))
-    role_ok = _role_matches(role_p, sorted(set(roles)))
-    applies = matches(streams, *_literal(stream)) & role_ok
-    bits = [F.when(matches(attrs, *_literal(name)), F.lit(1 << j)).otherwise(F.lit(0)).cast("bigint")
-            for j, name in enumerate(attributes)]
-    mask = F.when(applies, sum(bits[1:], bits[0])).otherwise(F.lit(0).cast("bigint"))
-    record = F.col(sp)
-    code = F.struct(
-        F.coalesce(F.lower(record["sign"]).isin("+", "positive"), F.lit(True)).alias("p"),
-        F.coalesce(record["immutable"], F.lit(False)).alias("i"),
-        F.coalesce(record["grant"], F.lit(False)).alias("g"),
-        mask.alias("m"), key["k"].alias("k"), key["ls"].alias("ls"), key["hs"].alias("hs"),
-        key["ld"].alias("ld"), key["hd"].alias("hd"), key["vs"].alias("vs"), key["vd"].alias("vd"),
-    )
-    return F.to_json(code)
-
-
-def _role_matches(p: Column, roles: list[str]) -> Column:
-    """Does the role pattern name one of ``roles``? Sets and constants (nearly every SRP)
-    probe a hash set of the roles (``IN`` over literals), so a user with 500 roles costs
-    one lookup per listed role, not 500 comparisons; ranges compare role by role."""
-    if not roles:
-        return F.lit(False)
-    numbers = [n for n in (_number(r) for r in roles) if n is not None]
-    listed = F.exists(p["vs"], lambda v: v.isin(*roles) | (v.try_cast("double").isin(*numbers) if numbers else F.lit(False)))
-    ranged = F.exists(F.array(*[F.lit(r) for r in roles]), lambda r: matches(p, r, r.try_cast("double")))
-    return (F.when(p["k"] == "any", True).when(p["k"].isin("const", "set"), F.coalesce(listed, F.lit(False)))
-            .when(p["k"].isin("closed", "open"), ranged).otherwise(False))
-
-
-def _number(value: str) -> float | None:
-    try:
-        return float(value)
-    except ValueError:
-        return None
-
-
-def pattern_problem(sp: str = "_sp") -> Column:
-    """Why an SP record's patterns, sign or sn are unusable (NULL when they are fine)."""
+    Its patterns are checked when the shield encodes it (:mod:`.encode`)."""
     record = F.col(sp)
     sign = F.lower(F.coalesce(record["sign"], F.lit("+")))
     problem = F.when(~sign.isin("+", "-", "positive", "negative"), F.lit("sign must be '+' or '-'"))
-    for name in ("roles", "tuples", "attributes", "streams"):
-        problem = F.when(~F.col(pattern_column_name(name))["valid"], F.concat(
-            F.lit(f"malformed {name} pattern "), F.coalesce(record[name], F.lit("(missing)")))).otherwise(problem)
     return F.when(record["sn"].isNull() | (record["sn"] < 1), F.lit("sn must be a positive integer")).otherwise(problem)
 
 
@@ -235,5 +119,4 @@ def has_bit(mask: Column, j: int) -> Column:
     return mask.bitwiseAND(F.lit(1 << j).cast("bigint")) != 0
 
 
-__all__ = ["GOVERNING", "PATTERN_COLUMNS", "SP_CODE", "access_mask", "combined_mask", "has_bit", "matches",
-           "pattern_problem", "server_mask", "sp_code", "with_parsed_patterns"]
+__all__ = ["GOVERNING", "SP_CODE", "access_mask", "combined_mask", "has_bit", "matches", "server_mask", "sp_problem"]

@@ -13,10 +13,11 @@ watermark follows every tuple of the stream, not only those a user may see.
     >>> import pandas as pd
     >>> batch = pd.DataFrame({"_g": "", "_file": "f", "_line": [1, 2, 3], "_seq": None,
     ...     "_is_sp": [True, False, False], "_pts": [0.0, None, None], "_sn": [1.0, None, None],
-    ...     "_code": ['{"p":true}', None, None], "_tts": [None, 0.0, 5.0], "_tcsn": [None, 1.0, 1.0], "x": [0, 7, 8]})
-    >>> out = shielded(Shield(), batch)  # the second tuple names a policy that never came
-    >>> out["x"].tolist(), out[GOV].tolist()[0], out[GOV].isna().tolist()
-    ([7, 8], '[{"p":true}]', [False, True])
+    ...     "_streams": "*", "_tuples": "*", "_attributes": "x", "_roles": "{GP}", "_sign": "+",
+    ...     "_immutable": False, "_grant": False, "_tts": [None, 0.0, 5.0], "_tcsn": [None, 1.0, 1.0], "x": [0, 7, 8]})
+    >>> out = shielded(Shield(), batch, SpEncoder("S", ("ts", "x"), {"GP"}))  # the 2nd tuple's policy never came
+    >>> out["x"].tolist(), out[GOV].tolist()[0][:24], out[GOV].isna().tolist()
+    ([7, 8], '[{"p":true,"i":false,"g"', [False, True])
 """
 
 from __future__ import annotations
@@ -29,11 +30,15 @@ import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import StringType, StructField, StructType
 
+from streamwarden.punctuation.encode import MalformedSp, SpEncoder, SpText
 from streamwarden.punctuation.shield import Shield
 
 GOV = "_gov"
+BROKEN = "broken record in stream"
 #: Columns the kernel reads and drops (besides the payload it passes through).
-CONTROL = ("_g", "_file", "_line", "_seq", "_is_sp", "_pts", "_sn", "_code", "_tts", "_tcsn")
+#: The SP record's fields its code depends on, in :class:`SpText` order.
+SP_TEXT = ("_streams", "_tuples", "_attributes", "_roles", "_sign", "_immutable", "_grant")
+CONTROL = ("_g", "_file", "_line", "_seq", "_is_sp", "_pts", "_sn", *SP_TEXT, "_tts", "_tcsn")
 
 
 @dataclass(frozen=True)
@@ -60,30 +65,43 @@ def arrival_order(batch: pd.DataFrame) -> pd.DataFrame:
     return batch.sort_values(["_file", "_line"], kind="stable")
 
 
-def shielded(shield: Shield, batch: pd.DataFrame, integers: Iterable[str] = ()) -> pd.DataFrame:
+def shielded(shield: Shield, batch: pd.DataFrame, encode: SpEncoder, integers: Iterable[str] = ()) -> pd.DataFrame:
     """Run ``shield`` over one batch of one provider's records; the tuples with ``_gov``.
 
     ``integers`` name integer attributes: pandas holds them as floats when SP records
-    (which lack them) share the batch, and they must leave as integers again.
+    (which lack them) share the batch, and they must leave as integers again. An SP
+    whose pattern does not parse stops the job, naming its file and line.
     """
     batch = arrival_order(batch)
     is_sp = batch["_is_sp"].to_numpy(dtype=bool)
     tts = batch["_tts"].to_numpy(dtype=float, na_value=np.nan)
     tcsn = batch["_tcsn"].to_numpy(dtype=float, na_value=np.nan)
-    pts, sns, codes = batch["_pts"].to_numpy(), batch["_sn"].to_numpy(), batch["_code"].to_numpy()
+    pts, sns = batch["_pts"].to_numpy(), batch["_sn"].to_numpy()
+    texts = batch[list(SP_TEXT)].to_numpy(dtype=object)
     governing = np.full(len(batch), None, dtype=object)
     start = 0
     for position in [*np.flatnonzero(is_sp).tolist(), len(batch)]:
         if position > start:
             _govern(shield, tts, tcsn, governing, start, position)
         if position < len(batch):
-            shield.on_sp(SpCode(float(pts[position]), int(sns[position]), str(codes[position])))
+            code = _encoded(encode, texts[position], batch, position)
+            shield.on_sp(SpCode(float(pts[position]), int(sns[position]), code))
         start = position + 1
     tuples = batch.loc[~is_sp].drop(columns=list(CONTROL))
     for name in integers:
         tuples[name] = tuples[name].astype("Int64")
     tuples[GOV] = governing[~is_sp]
     return tuples
+
+
+def _encoded(encode: SpEncoder, text: np.ndarray, batch: pd.DataFrame, position: int) -> str:
+    try:
+        return encode(SpText(*(None if pd.isna(v) else v for v in text)))
+    except MalformedSp as exc:
+        where = f"{str(batch['_file'].iat[position]).removeprefix('file:')}:{batch['_line'].iat[position]}"
+        # The prefix is not spelled out on the raising line: Python's traceback quotes that
+        # line, and input_errors() takes the first "broken record in stream ..." it finds.
+        raise ValueError(f"{BROKEN} {encode.stream} ({exc}) at {where}") from None
 
 
 def _govern(shield: Shield, tts: np.ndarray, tcsn: np.ndarray, out: np.ndarray, start: int, stop: int) -> None:
@@ -107,10 +125,27 @@ def _restore(snapshot: str | None) -> Shield:
     return Shield() if snapshot is None else Shield.restore(snapshot, SpCode.from_record)
 
 
-def replay_shield(integers: tuple[str, ...]):  # type: ignore[no-untyped-def]
+@dataclass(frozen=True)
+class ShieldConfig:
+    """What a shield worker needs to know: the stream, its schema and the user's roles."""
+
+    stream: str
+    attributes: tuple[str, ...]
+    roles: frozenset[str]
+    integers: tuple[str, ...]
+
+    def encoder(self) -> SpEncoder:
+        return SpEncoder(self.stream, self.attributes, self.roles)
+
+
+def replay_shield(config: ShieldConfig):  # type: ignore[no-untyped-def]
     """``applyInPandas`` body: a fresh shield over all of one provider's records."""
+    encoders: list[SpEncoder] = []  # one per worker, shared by the providers it runs
+
     def run(batch: pd.DataFrame) -> pd.DataFrame:
-        return shielded(Shield(), batch, integers)
+        if not encoders:
+            encoders.append(config.encoder())
+        return shielded(Shield(), batch, encoders[0], config.integers)
     return run
 
 
@@ -122,11 +157,12 @@ class ContinuousShield(StatefulProcessor):
     of the latter per streaming query, and an SCJoin needs a shield on each side.)
     """
 
-    def __init__(self, columns: tuple[str, ...], integers: tuple[str, ...]):
+    def __init__(self, columns: tuple[str, ...], config: ShieldConfig):
         self.columns = list(columns)
-        self.integers = integers
+        self.config = config
 
     def init(self, handle: StatefulProcessorHandle) -> None:
+        self.encode = self.config.encoder()
         self.state = handle.getValueState("shield", StructType([StructField("snapshot", StringType())]))
 
     def handleInputRows(self, key: tuple, rows: Iterator[pd.DataFrame], timerValues) -> Iterator[pd.DataFrame]:  # type: ignore[no-untyped-def, override]
@@ -135,11 +171,12 @@ class ContinuousShield(StatefulProcessor):
         if chunks:
             batch = pd.concat(chunks, ignore_index=True)
             batch.columns = self.columns  # PySpark renames columns that start with "_" to _0, _1, ...
-            yield shielded(shield, batch, self.integers)
+            yield shielded(shield, batch, self.encode, self.config.integers)
         self.state.update((shield.snapshot(lambda s: s.to_record()),))
 
     def close(self) -> None:
         pass
 
 
-__all__ = ["CONTROL", "GOV", "ContinuousShield", "SpCode", "arrival_order", "replay_shield", "shielded"]
+__all__ = ["CONTROL", "GOV", "SP_TEXT", "ContinuousShield", "ShieldConfig", "SpCode", "arrival_order", "replay_shield",
+           "shielded"]

@@ -6,10 +6,11 @@ SP fields, and says why a record is unusable (``_broken``): not JSON of the cata
 types, an unknown ``kind``, no ``ts``, a malformed SP, a missing provider attribute.
 
 :func:`shielded_input` is what the engine reads: a broken record stops the job with one
-error naming the file, the line and the record; each SP record is encoded for the
-user's roles (:func:`streamwarden.punctuation.decide.encode_sp`); then one shield per
-provider (``punctuated_by``, else one for the stream) decides which policy governs each
-tuple (:mod:`streamwarden.punctuation.kernel`). The result has the stream's attributes,
+error naming the file, the line and the record; then one shield per provider
+(``punctuated_by``, else one for the stream) encodes each SP record for the user's
+roles (:mod:`streamwarden.punctuation.encode`; a malformed pattern stops the job there,
+naming file and line) and decides which policy governs each tuple
+(:mod:`streamwarden.punctuation.kernel`). The result has the stream's attributes,
 unmasked, and ``_gov``; the plan's Shield operator turns ``_gov`` into masks.
 """
 
@@ -25,9 +26,9 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 from streamwarden.catalog.model import StreamDef
 from streamwarden.engine.columns import SPARK_TYPES
 from streamwarden.engine.sources import CORRUPT, catalog_schema
-from streamwarden.punctuation.decide import pattern_problem, sp_code, with_parsed_patterns
+from streamwarden.punctuation.decide import sp_problem
 from streamwarden.punctuation.files import punctuated_lines
-from streamwarden.punctuation.kernel import GOV, ContinuousShield, replay_shield
+from streamwarden.punctuation.kernel import GOV, SP_TEXT, ContinuousShield, ShieldConfig, replay_shield
 
 _SP_FIELDS = StructType([
     StructField("kind", StringType()), StructField("streams", StringType()), StructField("tuples", StringType()),
@@ -77,24 +78,26 @@ def failing_on_broken(frame: DataFrame, stream: StreamDef) -> DataFrame:
 def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, roles: Iterable[str], *,
                    streaming: bool) -> DataFrame:
     """The stream's tuples (attributes unmasked) with ``_gov``, the SPs governing each (or NULL)."""
-    frame = with_parsed_patterns(read_punctuated(spark, stream, path, streaming=streaming))
-    frame = frame.withColumn("_broken", F.coalesce("_broken", F.when(F.col("_is_sp"), pattern_problem())))
+    frame = read_punctuated(spark, stream, path, streaming=streaming)
+    frame = frame.withColumn("_broken", F.coalesce("_broken", F.when(F.col("_is_sp"), sp_problem())))
     frame = failing_on_broken(frame, stream)
     provider = stream.punctuated_by
     group: Column = F.col(provider).cast("string") if provider else F.lit("")
-    code = F.when(F.col("_is_sp"), sp_code(stream.name, stream.attributes, roles))
+    config = ShieldConfig(stream.name, stream.attributes, frozenset(roles),
+                          tuple(name for name, dtype in stream.schema if dtype in ("int", "long")))
+    config.encoder()  # fail here, not in a worker, on a schema SP masks cannot hold
     control = frame.select(
         group.alias("_g"), "_file", "_line", "_seq", "_is_sp",
-        F.when(F.col("_is_sp"), F.unix_micros("ts")).alias("_pts"), F.col("_sp.sn").alias("_sn"), code.alias("_code"),
+        F.when(F.col("_is_sp"), F.unix_micros("ts")).alias("_pts"), F.col("_sp.sn").alias("_sn"),
+        *[F.col(f"_sp.{name[1:]}").alias(name) for name in SP_TEXT],
         F.unix_micros("sp_ts").alias("_tts"), F.col("sp_csn").alias("_tcsn"),
         *[F.col(name) for name, _ in stream.schema],
     )
     schema = ", ".join(f"`{name}` {SPARK_TYPES[dtype]}" for name, dtype in stream.schema) + f", {GOV} string"
     grouped = control.groupBy("_g")
-    integers = tuple(name for name, dtype in stream.schema if dtype in ("int", "long"))
     if streaming:  # needs the RocksDB state store (see streamwarden.engine.execute.start_stream)
-        return grouped.transformWithStateInPandas(ContinuousShield(tuple(control.columns), integers), schema, "Append", "None")
-    return grouped.applyInPandas(replay_shield(integers), schema)
+        return grouped.transformWithStateInPandas(ContinuousShield(tuple(control.columns), config), schema, "Append", "None")
+    return grouped.applyInPandas(replay_shield(config), schema)
 
 
 def unshielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool) -> DataFrame:
