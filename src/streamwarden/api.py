@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
@@ -26,22 +27,39 @@ from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.store import DEFAULT_STORE, CatalogStore
 from streamwarden.engine.execute import build_job, replay_rows, start_stream, write_replay
 from streamwarden.engine.session import get_spark
+from streamwarden.levels.guard import check_write
 from streamwarden.passes import SecurityOptions, input_stats, secure
 from streamwarden.rewrite.algorithm import Rewriting
 
 __all__ = [
-    "Catalog", "CatalogStore", "Rewriting", "authorize", "load_catalog", "replay", "replay_to_file", "run",
+    "Catalog", "CatalogStore", "ReplayReport", "Rewriting", "authorize", "load_catalog", "replay", "replay_to_file",
+    "run",
 ]
 
 
+@dataclass(frozen=True)
+class ReplayReport:
+    """What a replay wrote: the row count and, with security levels, the tuples per stream
+    the shepherd put at the top because their source is unknown."""
+
+    rows: int
+    unknown_sources: dict[str, int] = field(default_factory=dict)
+
+
 def authorize(catalog: Catalog, user: str, query: str, *, join_strategy: str = "adaptive",
-              inputs: Mapping[str, str | Path] | None = None) -> Rewriting:
+              inputs: Mapping[str, str | Path] | None = None, level: str | None = None,
+              into: str | None = None) -> Rewriting:
     """The authorized graphs ``user`` may run for ``query``: every security pass applied.
 
     ``inputs`` (stream → path), when given, feed the adaptive SCJoin its statistics.
+    ``level`` is the security level to run at (default: the user's clearance); ``into``
+    names the stream the results are written into, which must be of that level.
     """
     stats = input_stats(catalog, inputs) if inputs else {}
-    return secure(catalog, user, query, SecurityOptions(join_strategy, stats))
+    rewriting = secure(catalog, user, query, SecurityOptions(join_strategy, stats, level=level))
+    if into is not None:
+        check_write(catalog, rewriting.level, into)  # type: ignore[arg-type]
+    return rewriting
 
 
 def replay(
@@ -53,9 +71,10 @@ def replay(
     spark: SparkSession | None = None,
     store_url: str | None = None,
     join_strategy: str = "adaptive",
+    level: str | None = None,
 ) -> list[dict]:
     """Run the authorized plan over recorded files and return the result rows as dicts."""
-    rewriting = authorize(catalog, user, query, inputs=inputs, join_strategy=join_strategy)
+    rewriting = authorize(catalog, user, query, inputs=inputs, join_strategy=join_strategy, level=level)
     job = build_job(spark or get_spark(), catalog, rewriting, inputs, streaming=False, store_url=store_url)
     return [json.loads(line) for line in replay_rows(job)]
 
@@ -70,11 +89,17 @@ def replay_to_file(
     spark: SparkSession | None = None,
     store_url: str | None = None,
     join_strategy: str = "adaptive",
-) -> int:
-    """Like :func:`replay`, writing JSON lines to ``output``; returns the row count."""
-    rewriting = authorize(catalog, user, query, inputs=inputs, join_strategy=join_strategy)
+    level: str | None = None,
+    into: str | None = None,
+) -> ReplayReport:
+    """Like :func:`replay`, writing JSON lines to ``output``; says how many rows it wrote.
+
+    ``into`` names the stream the results are written into (checked before anything runs:
+    a query at level l writes only into a stream of level l)."""
+    rewriting = authorize(catalog, user, query, inputs=inputs, join_strategy=join_strategy, level=level, into=into)
     job = build_job(spark or get_spark(), catalog, rewriting, inputs, streaming=False, store_url=store_url)
-    return write_replay(job, output)
+    rows = write_replay(job, output)
+    return ReplayReport(rows, job.unknown_sources())
 
 
 def run(
@@ -92,6 +117,8 @@ def run(
     available_now: bool = False,
     max_files_per_trigger: int | None = None,
     join_strategy: str = "adaptive",
+    level: str | None = None,
+    into: str | None = None,
 ) -> StreamingQuery:
     """Start the authorized plan continuously over file streams; returns the Spark query.
 
@@ -102,9 +129,10 @@ def run(
     store = CatalogStore(store_url)
     if catalog.text:
         store.save(catalog, keep_live_actions=True)  # actions may have changed since the file was written
-    rewriting = authorize(catalog, user, query, inputs=inputs, join_strategy=join_strategy)
+    rewriting = authorize(catalog, user, query, inputs=inputs, join_strategy=join_strategy, level=level, into=into)
     if checkpoint is None:
-        key = hashlib.sha256(f"{user}\0{query}\0{sink}".encode()).hexdigest()[:16]
+        # The level is part of the key: queries of different levels never share a checkpoint.
+        key = hashlib.sha256(f"{user}\0{query}\0{sink}\0{rewriting.level}".encode()).hexdigest()[:16]
         checkpoint = Path(".streamwarden") / "checkpoints" / key
     job = build_job(spark or get_spark(), catalog, rewriting, inputs, streaming=True, store_url=store.url,
                     lateness=lateness, max_files_per_trigger=max_files_per_trigger)

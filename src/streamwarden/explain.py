@@ -36,6 +36,10 @@ def explain_text(rewriting: Rewriting, catalog: Catalog | None = None, *, sql: b
             lines.append("  Spark SQL:")
             lines.append(textwrap.indent(to_sql(g.root), "    "))
         lines.append("")
+    if rewriting.level is not None:
+        lines.append(f"Security level: the query runs at {rewriting.level}; every input is guarded there, below "
+                     "its windows (only tuples whose level it dominates), and each row carries the LUB of its "
+                     "tuples' levels.")
     shields = shields_of(rewriting)
     if shields:
         lines.append("Security shields (security punctuations decide these streams):")
@@ -86,5 +90,6 @@ def explain_json(rewriting: Rewriting) -> dict:
              "roles": sorted(s.roles), "combine": s.combine if s.server else None}
             for s in shields_of(rewriting)
         ],
+        "level": None if rewriting.level is None else str(rewriting.level),
         "notes": list(rewriting.notes),
     }

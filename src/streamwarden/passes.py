@@ -3,6 +3,8 @@
 1. Role-based rewriting (Algorithm 1 of Carminati et al.): the authorized graphs.
 2. Security punctuations (Nehme et al.): a Security Shield on every punctuated stream
    of every graph, placed by cost, and the SCJoin strategy of joins between them.
+3. Information flow (Ray et al.): with a lattice in the catalog, the query runs at a
+   security level and every input is guarded at it, below every window.
 
 Each pass is a pure function of the graph; the result says which policies and which
 placements fired (``explain`` prints them).
@@ -23,6 +25,8 @@ from streamwarden.catalog.model import Catalog
 from streamwarden.errors import AuthorizationError
 from streamwarden.language.binder import bind_query
 from streamwarden.language.parser import parse_query
+from streamwarden.levels.guard import level_pass, query_level
+from streamwarden.levels.lattice import Level
 from streamwarden.plan.nodes import Node, sources
 from streamwarden.punctuation.placement import PolicyStats, shield_pass
 from streamwarden.punctuation.stats import policy_stats
@@ -36,6 +40,7 @@ class SecurityOptions:
     join_strategy: str = "adaptive"
     stats: Mapping[str, PolicyStats] = field(default_factory=dict)
     placement: str = "auto"  # of shields over selections: auto (cost rule), down or up
+    level: str | Level | None = None  # the security level to run at (default: the user's clearance)
 
 
 def secure(catalog: Catalog, user: str, query: str | Node, options: SecurityOptions | None = None) -> Rewriting:
@@ -48,6 +53,8 @@ def secure(catalog: Catalog, user: str, query: str | Node, options: SecurityOpti
     """
     options = options or SecurityOptions()
     on_result: tuple[object, ...] = ()
+    check_user(catalog, user)
+    level = query_level(catalog, user, options.level)
     if isinstance(query, str):
         parsed = parse_query(query)
         on_result = parsed.on_result
@@ -63,12 +70,12 @@ def secure(catalog: Catalog, user: str, query: str | Node, options: SecurityOpti
                 f"ON RESULT re-publishes results, which needs the providers' WITH GRANT OPTION; stream "
                 f"{plain[0]} carries no security punctuations, so nothing in it can be delegated")
     graphs = tuple(
-        replace(g, root=shield_pass(catalog, user, g.root, grant_only=bool(on_result),
-                                    join_strategy=options.join_strategy, stats=options.stats,
-                                    placement=options.placement))
+        replace(g, root=level_pass(catalog, shield_pass(catalog, user, g.root, grant_only=bool(on_result),
+                                                        join_strategy=options.join_strategy, stats=options.stats,
+                                                        placement=options.placement), level))
         for g in rewriting.graphs
     )
-    return replace(rewriting, graphs=graphs)
+    return replace(rewriting, graphs=graphs, level=level)
 
 
 def input_stats(catalog: Catalog, inputs: Mapping[str, str | Path]) -> dict[str, PolicyStats]:

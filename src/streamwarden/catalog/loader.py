@@ -31,9 +31,15 @@ from streamwarden.errors import CatalogError, SourceText, Span, StreamwardenErro
 from streamwarden.language import ast
 from streamwarden.language.expressions import Scope, bind_expression, parse_timestamp
 from streamwarden.language.parser import parse_duration, parse_expression
+from streamwarden.levels.lattice import Lattice, LevelError, LevelSource
 from streamwarden.punctuation.model import sp_from_record
 
 Path_ = tuple[object, ...]
+
+
+def level_text(raw: Any) -> str:
+    """A level as written: ``"[1, ⊥]"``, or unquoted YAML ``[1, ⊥]`` (which YAML reads as a list)."""
+    return "[" + ", ".join(str(v) for v in raw) + "]" if isinstance(raw, list) else str(raw)
 
 _STREAM_KEYS = {"schema", "key", "punctuated_by", "server_policies", "combine", "level"}
 _POLICY_KEYS = {"id", "subject", "streams", "attributes", "where", "privilege", "time", "window"}
@@ -78,14 +84,15 @@ class _Loader:
         unknown = set(data) - {"streams", "roles", "users", "actions", "policies", "lattice"}
         for key in sorted(unknown, key=str):
             self.fail((key,), f"unknown catalog section {key!r}", key=True)
-        streams = self.streams(data.get("streams"))
+        lattice = self.lattice(data.get("lattice"))
+        streams = self.streams(data.get("streams"), lattice)
         roles = self.roles(data.get("roles"))
-        users = self.users(data.get("users"), roles)
+        users = self.users(data.get("users"), roles, lattice)
         actions = self.actions(data.get("actions"))
         policies = self.policies(data.get("policies"), streams, roles, actions)
         return Catalog(
             MappingProxyType(streams), MappingProxyType(roles), MappingProxyType(users),
-            MappingProxyType(actions), policies, self.source.name, self.source.text,
+            MappingProxyType(actions), policies, self.source.name, self.source.text, lattice,
         )
 
     def to_python(self, node: yaml.Node, path: Path_) -> Any:
@@ -139,7 +146,43 @@ class _Loader:
             self.fail(path, f"{what} must be a list of names")
         return list(value)
 
-    def streams(self, raw: Any) -> dict[str, StreamDef]:
+    def lattice(self, raw: Any) -> Lattice | None:
+        """``lattice: {classes: {COI1: ["1", "2"], COI2: [A, B, C]}}`` (Ray et al., Definition 1)."""
+        if raw is None:
+            return None
+        spec = self.mapping(raw, ("lattice",), "lattice")
+        for key in spec:
+            if key != "classes":
+                self.fail(("lattice", key), f"unknown key {key!r} in lattice (it has classes)", key=True)
+        classes = self.mapping(spec.get("classes"), ("lattice", "classes"), "lattice classes")
+        for name, companies in classes.items():
+            if not isinstance(companies, list):
+                self.fail(("lattice", "classes", name), f"class {name} must list its companies")
+        try:
+            return Lattice.of(classes)
+        except LevelError as exc:
+            self.fail(("lattice", "classes"), str(exc))
+            raise
+
+    def level_source(self, raw: Any, schema: dict[str, str], lattice: Lattice | None, path: Path_,
+                     name: str) -> LevelSource:
+        if lattice is None:
+            self.fail(path, f"stream {name} has a level but the catalog declares no lattice")
+            raise AssertionError
+        if isinstance(raw, dict):
+            if set(raw) != {"from"}:
+                self.fail(path, f"the level of {name} is {{from: <attribute>}} or a fixed level like \"[1, ⊥]\"")
+            attribute = str(raw["from"])
+            if attribute not in schema:
+                self.fail(path + ("from",), f"level source {attribute!r} is not an attribute of {name}")
+            return LevelSource(attribute=attribute)
+        try:
+            return LevelSource(fixed=lattice.parse(level_text(raw)))
+        except LevelError as exc:
+            self.fail(path, str(exc))
+            raise
+
+    def streams(self, raw: Any, lattice: Lattice | None = None) -> dict[str, StreamDef]:
         streams: dict[str, StreamDef] = {}
         for name, spec in self.mapping(raw, ("streams",), "streams").items():
             path = ("streams", name)
@@ -162,6 +205,11 @@ class _Loader:
                 self.fail(path + ("key",), f"key {key!r} is not an attribute of {name}")
             options = {k: v for k, v in spec.items() if k not in ("schema", "key")}
             self.punctuation_options(options, dict(schema), key, path, str(name))
+            if lattice is not None and "level" in dict(schema):
+                self.fail(path + ("schema", "level"), f"stream {name} cannot declare 'level': with a lattice, every "
+                          "tuple's level is a system attribute the stream shepherd sets")
+            if "level" in options:
+                options["level"] = self.level_source(options["level"], dict(schema), lattice, path + ("level",), str(name))
             streams[str(name)] = StreamDef(str(name), tuple(schema), key, MappingProxyType(options))
         return streams
 
@@ -233,17 +281,29 @@ class _Loader:
         for role in roles:
             visit(role, [])
 
-    def users(self, raw: Any, roles: dict[str, Role]) -> dict[str, User]:
+    def users(self, raw: Any, roles: dict[str, Role], lattice: Lattice | None = None) -> dict[str, User]:
         users: dict[str, User] = {}
         for name, spec in self.mapping(raw, ("users",), "users").items():
             path = ("users", name)
             spec = self.mapping(spec, path, f"user {name}")
+            for key in spec:
+                if key not in ("roles", "profile", "clearance"):
+                    self.fail(path + (key,), f"unknown key {key!r} in user {name} (roles, profile, clearance)",
+                              key=True)
+            clearance = None
+            if spec.get("clearance") is not None:
+                if lattice is None:
+                    self.fail(path + ("clearance",), f"user {name} has a clearance but the catalog declares no lattice")
+                try:
+                    clearance = lattice.parse(level_text(spec["clearance"]))  # type: ignore[union-attr]
+                except LevelError as exc:
+                    self.fail(path + ("clearance",), str(exc))
             user_roles = self.names(spec.get("roles", []), path + ("roles",), "roles")
             for i, role in enumerate(user_roles):
                 if role not in roles:
                     self.fail(path + ("roles", i), f"user {name} has unknown role {role!r}")
             profile = self.mapping(spec.get("profile"), path + ("profile",), "profile")
-            users[str(name)] = User(str(name), tuple(user_roles), MappingProxyType(dict(profile)))
+            users[str(name)] = User(str(name), tuple(user_roles), MappingProxyType(dict(profile)), clearance)
         return users
 
     def actions(self, raw: Any) -> dict[str, Action]:

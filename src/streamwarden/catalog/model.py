@@ -57,6 +57,12 @@ class StreamDef:
     def combine(self) -> str:
         return str(self.options.get("combine", "intersect"))
 
+    @property
+    def level_source(self) -> object | None:
+        """Where its tuples' security levels come from (a parsed
+        :class:`streamwarden.levels.lattice.LevelSource`), None when undeclared."""
+        return self.options.get("level")
+
 
 @dataclass(frozen=True)
 class Role:
@@ -69,6 +75,7 @@ class User:
     name: str
     roles: tuple[str, ...]
     profile: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}), compare=False)
+    clearance: object = None  # a streamwarden.levels.lattice.Level; None: public (the lattice's bottom)
 
 
 @dataclass(frozen=True)
@@ -142,6 +149,12 @@ class Catalog:
     policies: tuple[Policy, ...]
     name: str = "<catalog>"
     text: str = field(default="", compare=False, repr=False)
+    lattice: object = None  # a streamwarden.levels.lattice.Lattice: security levels are in force
+
+    def clearance(self, user: str) -> object:
+        """The user's clearance (the lattice's bottom, public, when the catalog gives none)."""
+        declared = self.users[user].clearance
+        return declared if declared is not None else self.lattice.bottom  # type: ignore[attr-defined]
 
     def effective_roles(self, user: str) -> frozenset[str]:
         """The user's roles plus every role they inherit, transitively (RBAC seniority)."""

@@ -47,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--query", required=True, help="the CQL query")
         p.add_argument("--join-strategy", choices=("adaptive", "probe-and-filter", "filter-and-probe"),
                        default="adaptive", help="SCJoin strategy for joins of punctuated streams (same rows)")
+        p.add_argument("--level", default=None, metavar='"[1, ⊥]"',
+                       help="security level to run at (default: the user's clearance; never above it)")
 
     explain = sub.add_parser("explain", help="show the authorized graphs of a query")
     query_args(explain)
@@ -59,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--input", action="append", default=[], metavar="STREAM=PATH")
     replay.add_argument("--output", required=True)
     replay.add_argument("--store", default=None, help="read action values from this store")
+    replay.add_argument("--into", default=None, metavar="STREAM",
+                        help="the stream the results are written into (must be at the query's level)")
 
     run = sub.add_parser("run", help="run the authorized query continuously over file streams")
     query_args(run)
@@ -69,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--lateness", default="0 seconds", help="watermark delay for out-of-order input")
     run.add_argument("--trigger", default="2 seconds")
     run.add_argument("--available-now", action="store_true", help="process what is there, then stop")
+    run.add_argument("--into", default=None, metavar="STREAM",
+                     help="the stream the results are written into (must be at the query's level)")
 
     action = sub.add_parser("action", help="update an action in the live store (start, end, target)")
     action.add_argument("name")
@@ -125,7 +131,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         catalog = api.load_catalog(args.catalog)
         rewriting = api.authorize(catalog, args.user, args.query, join_strategy=args.join_strategy,
-                                  inputs=_inputs(args.input))
+                                  inputs=_inputs(args.input), level=args.level)
         if args.format == "json":
             print(json.dumps(explain_json(rewriting), indent=2))
         else:
@@ -133,15 +139,21 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "replay":
         catalog = api.load_catalog(args.catalog)
-        count = api.replay_to_file(catalog, args.user, args.query, _inputs(args.input), args.output,
-                                   store_url=args.store, join_strategy=args.join_strategy)
-        print(f"{count} rows written to {args.output}", file=sys.stderr)
+        report = api.replay_to_file(catalog, args.user, args.query, _inputs(args.input), args.output,
+                                    store_url=args.store, join_strategy=args.join_strategy, level=args.level,
+                                    into=args.into)
+        print(f"{report.rows} rows written to {args.output}", file=sys.stderr)
+        for stream, count in sorted(report.unknown_sources.items()):
+            if count:
+                print(f"{stream}: {count} tuples from an unknown source were put at the top level "
+                      "(only trusted queries see them)", file=sys.stderr)
         return 0
     if args.command == "run":
         catalog = api.load_catalog(args.catalog)
         query = api.run(catalog, args.user, args.query, _inputs(args.input), args.sink,
                         checkpoint=args.checkpoint, store_url=args.store, lateness=args.lateness,
-                        trigger=args.trigger, available_now=args.available_now, join_strategy=args.join_strategy)
+                        trigger=args.trigger, available_now=args.available_now, join_strategy=args.join_strategy,
+                        level=args.level, into=args.into)
         print(f"running {query.id} -> {args.sink} (Ctrl-C to stop)", file=sys.stderr)
         from streamwarden.engine.execute import input_errors
 

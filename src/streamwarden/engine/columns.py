@@ -95,4 +95,6 @@ def literal(lit: E.Literal) -> SparkColumn:
     spark_type = SPARK_TYPES.get(lit.dtype)
     if lit.dtype == "time_of_day":
         return F.lit(int(lit.value))  # type: ignore[call-overload]
+    if lit.dtype == "level":  # a streamwarden.levels.lattice.Level: compared as its integer code
+        return F.array(*[F.lit(c) for c in lit.value.code])  # type: ignore[attr-defined]
     return F.lit(lit.value).cast(spark_type) if spark_type else F.lit(lit.value)

@@ -21,14 +21,21 @@ from pyspark.sql import functions as F
 from streamwarden.errors import UnsupportedError
 from streamwarden.language.ast import Window
 from streamwarden.plan import expr as E
-from streamwarden.plan.nodes import (AggCall, Aggregate, Filter, Join, Node, Project, SecureView, Shield, Source,
-                                     sources, walk)
+from streamwarden.levels.columns import ROW_LEVEL, lub, lub_from_parts, lub_of_group, visible_at
+from streamwarden.levels.lattice import Lattice
+from streamwarden.plan.nodes import (AggCall, Aggregate, Filter, Join, LevelGuard, Node, Project, SecureView, Shield,
+                                     Source, sources, walk)
 from streamwarden.punctuation.decide import GOVERNING, access_mask, combined_mask, has_bit, server_mask
 from streamwarden.punctuation.kernel import GOV
+from streamwarden.engine import rows
 from streamwarden.engine.columns import SPARK_TYPES, compile_expr, physical_name
 
 POLICIES = "_policies"
 BUCKET = "__time_bucket"
+#: Arrival order of a relation's tuples (file, line), for [ROWS n] windows: ``R___arrival``.
+ARRIVAL = "_arrival"
+#: A tuple's place among the stream's visible tuples (replay of joins over [ROWS n]): ``R___rank``.
+RANK = "_rank"
 
 
 @dataclass
@@ -43,6 +50,7 @@ class Inputs:
     frames: dict[str, DataFrame]
     actions: DataFrame | None = None
     streaming: bool = False
+    lattice: Lattice | None = None  # security levels in force: rows carry the LUB of their tuples' levels
 
 
 def compile_graph(root: Node, inputs: Inputs) -> DataFrame:
@@ -55,7 +63,79 @@ def _graph_actions(root: Node) -> set[str]:
     return {a.action for node in walk(root) for e in node.expressions() for a in E.action_refs(e)}
 
 
-class _Compiler:
+class _RowsWindows:
+    """``[ROWS n]`` aggregates (see :mod:`streamwarden.engine.rows`), mixed into the compiler."""
+
+    inputs: Inputs
+
+    def compile(self, node: Node) -> DataFrame:
+        raise NotImplementedError
+
+    def row_level(self, node: Node, frame: DataFrame) -> SparkColumn:
+        raise NotImplementedError
+
+    def rows_aggregate(self, node: Aggregate) -> DataFrame:
+        # The query's selections decide which tuples of the window count, not which enter it.
+        predicates: list[E.Expr] = []
+        base = node.child
+        while isinstance(base, Filter):
+            predicates.append(base.predicate)
+            base = base.child
+        frame = self.compile(base)
+        qualifies = F.lit(True)
+        for p in predicates:
+            qualifies = qualifies & F.coalesce(compile_expr(p), F.lit(False))
+        relation = node.event_time.relation  # type: ignore[attr-defined]
+        arrival = physical_name(relation, ARRIVAL)
+        args = [None if a.arg is None else (F.unix_micros(compile_expr(a.arg)) if a.arg.dtype == "timestamp"
+                                            else compile_expr(a.arg)) for a in node.aggregates]
+        groups = [(name, compile_expr(g)) for name, g in node.group_by]
+        lattice = self.inputs.lattice
+        level = self.row_level(base, frame) if lattice is not None else None
+        width = lattice.width if lattice is not None else 0
+        spec = rows.RowsSpec(node.window.rows or 1, tuple(f"__agg{i}" for i in range(len(node.aggregates))),  # type: ignore[union-attr]
+                             tuple(a.func for a in node.aggregates), tuple(name for name, _ in groups),
+                             level_width=width, policies=POLICIES in frame.columns)
+        ready = rows.prepared(frame, compile_expr(node.event_time),
+                              rows.arrival_key(F.col(arrival) if arrival in frame.columns else None),
+                              qualifies, args, groups, level, width)
+        result = self.rows_stream(ready, spec, node) if self.inputs.streaming else rows.replay_rows(ready, spec)
+        return result.select(
+            F.timestamp_micros(F.col("ts")).alias("ts"),
+            *[F.col(name) for name, _ in groups],
+            *[_rows_value(a, f"__agg{i}").alias(a.name) for i, a in enumerate(node.aggregates)],
+            *([F.col("_level").cast("array<int>").alias(ROW_LEVEL)] if lattice is not None else []),
+            *([F.col(POLICIES)] if spec.policies else []),
+        )
+
+    def rows_stream(self, ready: DataFrame, spec: "rows.RowsSpec", node: Aggregate) -> DataFrame:
+        """The window over a continuous input: one stateful group holds the whole stream."""
+        types = {f.name: f.dataType.simpleString() for f in ready.schema.fields}
+        output = ["ts", *spec.groups, *spec.names]
+        schema = ["ts long"] + [f"`{g}` {types[g]}" for g in spec.groups] + [
+            f"`{name}` {'long' if func == 'count' else 'double'}" for name, func in zip(spec.names, spec.funcs)]
+        if spec.level_width:
+            output.append("_level")
+            schema.append("_level array<int>")
+        if spec.policies:
+            output.append(POLICIES)
+            schema.append(f"{POLICIES} array<string>")
+        processor = rows.RowsWindowProcessor(spec, tuple(ready.columns), tuple(output))
+        return (ready.groupBy(F.lit(0).alias("__all"))
+                .transformWithStateInPandas(processor, ", ".join(schema), "Append", "None"))
+
+
+def _rows_value(call: AggCall, column: str) -> SparkColumn:
+    """An aggregate of a [ROWS n] window, back in its type (timestamps travelled as µs)."""
+    if not call.granted:
+        return F.lit(None).cast(SPARK_TYPES.get(call.dtype, "double"))
+    value = F.col(column)
+    if call.arg is not None and call.arg.dtype == "timestamp" and call.func in ("min", "max"):
+        return F.timestamp_micros(value.cast("bigint"))
+    return value.cast(SPARK_TYPES.get(call.dtype, "double"))
+
+
+class _Compiler(_RowsWindows):
     def __init__(self, inputs: Inputs, needs_actions: bool):
         self.inputs = inputs
         self.needs_actions = needs_actions
@@ -63,6 +143,7 @@ class _Compiler:
         self.handlers: dict[type, Callable[[Node], DataFrame]] = {
             Source: self.source, Filter: self.filter, SecureView: self.secure_view,
             Project: self.project, Join: self.join, Aggregate: self.aggregate, Shield: self.shield,
+            LevelGuard: self.level_guard,
         }
 
     def compile(self, node: Node) -> DataFrame:
@@ -117,14 +198,15 @@ class _Compiler:
                 for g in grantors[1:]:
                     visible = visible | g
                 masked.append(F.when(visible, F.col(column)).alias(column))
-        extras = [c for c in frame.columns if c.startswith("__action__")]
+        extras = [c for c in frame.columns
+                  if c.startswith("__action__") or c.endswith(f"__{ARRIVAL}") or c.endswith(f"__{RANK}")]
         return frame.select(*masked, *extras, holding.alias(POLICIES))
 
     def shield(self, node: Shield) -> DataFrame:  # type: ignore[override]
         """Mask one relation's attributes by the SPs governing each tuple (``R___gov``)."""
         frame = self.compile(node.child)
         source = next(s for s in sources(node) if s.relation == node.relation)
-        attributes = [name for name, _ in source.schema]
+        attributes = [name for name, dtype in source.schema if dtype != "level"]  # the level is never masked
         key_dtype = dict(source.schema)[node.key]
         key = physical_name(node.relation, node.key)
         gov = physical_name(node.relation, GOV)
@@ -145,9 +227,25 @@ class _Compiler:
             frame = frame.filter(compile_expr(predicate))
         return frame
 
+    def level_guard(self, node: LevelGuard) -> DataFrame:  # type: ignore[override]
+        """The shepherd ran while reading (before the watermark); the filter is re-stated here,
+        so a plan compiled over unguarded inputs still never lets an invisible tuple through."""
+        frame = self.compile(node.child)
+        return frame.filter(visible_at(F.col(physical_name(node.relation, "level")), node.level))  # type: ignore[arg-type]
+
+    def row_level(self, node: Node, frame: DataFrame) -> SparkColumn:
+        """The LUB of the levels of the tuples a row of ``node`` came from."""
+        assert self.inputs.lattice is not None
+        if ROW_LEVEL in frame.columns:
+            return F.col(ROW_LEVEL)
+        levels = [F.col(physical_name(f.relation, f.name)) for f in node.fields if f.dtype == "level"]
+        return lub(levels, self.inputs.lattice.width)
+
     def project(self, node: Project) -> DataFrame:  # type: ignore[override]
         frame = self.compile(node.child)
-        keep = [POLICIES] if POLICIES in frame.columns else []
+        keep = [F.col(POLICIES)] if POLICIES in frame.columns else []
+        if self.inputs.lattice is not None:
+            keep.append(self.row_level(node.child, frame).alias(ROW_LEVEL))
         return frame.select(*[compile_expr(e).alias(name) for name, e in node.items], *keep)
 
     def join(self, node: Join) -> DataFrame:  # type: ignore[override]
@@ -177,6 +275,9 @@ class _Compiler:
         condition = F.lit(True)
         for a in sources(node.left):
             for b in sources(node.right):
+                if _counted(a.window) or _counted(b.window):
+                    condition = condition & self.counted_coexistence(a, b)
+                    continue
                 wa, wb = _range_seconds(a.window), _range_seconds(b.window)
                 ta, tb = F.col(physical_name(a.relation, "ts")), F.col(physical_name(b.relation, "ts"))
                 if wb is not None:
@@ -185,13 +286,28 @@ class _Compiler:
                     condition = condition & (tb <= ta + F.expr(f"INTERVAL {_micros(wa)} MICROSECONDS"))
         return condition
 
+    def counted_coexistence(self, a: Source, b: Source) -> SparkColumn:
+        """``[ROWS na]`` and ``[ROWS nb]`` over one stream: when the later of the two tuples
+        arrives, the earlier is still among the last n visible tuples of its window."""
+        if not (_counted(a.window) and _counted(b.window)) or a.stream != b.stream:
+            raise UnsupportedError(
+                f"a join over [ROWS n] windows needs [ROWS n] on both sides of one stream (a self-join such as "
+                f"Ray et al.'s Q6); {a.relation} {a.window or ''} and {b.relation} {b.window or ''} are not")
+        if self.inputs.streaming:
+            raise UnsupportedError("joins over [ROWS n] windows run in replay only; use [RANGE] windows to join "
+                                   "continuously")
+        ra, rb = F.col(physical_name(a.relation, RANK)), F.col(physical_name(b.relation, RANK))
+        return (rb - ra < F.lit(a.window.rows)) & (ra - rb < F.lit(b.window.rows))  # type: ignore[union-attr]
+
     def aggregate(self, node: Aggregate) -> DataFrame:  # type: ignore[override]
-        frame = self.compile(node.child)
         window = node.window
+        if window is not None and window.kind == "rows":
+            return self.rows_aggregate(node)
+        frame = self.compile(node.child)
         if window is None or window.kind != "range" or window.size_seconds is None:
             raise UnsupportedError(
-                f"aggregation needs a [RANGE size [SLIDE offset]] window on Spark (node {node.id} has "
-                f"{window or 'no window'}); count-based windows come with information-flow control")
+                f"aggregation needs a [RANGE size [SLIDE offset]] or [ROWS n] window on Spark (node {node.id} "
+                f"has {window or 'no window'})")
         event_time = compile_expr(node.event_time)
         size = window.size_seconds
         slide = window.slide_seconds or size
@@ -205,9 +321,13 @@ class _Compiler:
         aggs = [_aggregate(a).alias(a.name) for a in node.aggregates]
         if POLICIES in frame.columns:
             aggs.append(F.sort_array(F.array_distinct(F.flatten(F.collect_set(POLICIES)))).alias(POLICIES))
+        if self.inputs.lattice is not None:
+            aggs += lub_of_group(self.row_level(node.child, frame), self.inputs.lattice.width)
         grouped = frame.groupBy(bucket.alias("__window"), *groups).agg(*aggs)
         order = [F.col(name) for name in node.items]
         keep = [F.col(POLICIES)] if POLICIES in frame.columns else []
+        if self.inputs.lattice is not None:
+            keep.append(lub_from_parts(self.inputs.lattice.width).alias(ROW_LEVEL))
         return grouped.select(
             F.col("__window.start").alias("window_start"),
             (F.col("__window.start") + F.expr(f"INTERVAL {_micros(size)} MICROSECONDS")).alias("window_end"),
@@ -235,11 +355,17 @@ def _time_buckets(node: Join) -> tuple[str, str, int] | None:
     need none: their join state is bounded by the watermark.
     """
     a, b = sources(node.left)[0], sources(node.right)[0]
+    if _counted(a.window) or _counted(b.window):
+        return None
     wa, wb = _range_seconds(a.window), _range_seconds(b.window)
     if wa is None or wb is None:
         return None
     width = max(_micros(max(wa, wb)), 1)
     return physical_name(a.relation, "ts"), physical_name(b.relation, "ts"), width
+
+
+def _counted(window: Window | None) -> bool:
+    return window is not None and window.kind == "rows"
 
 
 def _range_seconds(window: Window | None) -> float | None:

@@ -12,12 +12,12 @@ import json
 import re
 from datetime import datetime
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
 
 from pyspark.sql import Column as SparkColumn
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
@@ -26,10 +26,13 @@ from streamwarden.engine.actions import actions_frame
 from streamwarden.engine.columns import physical_name
 from streamwarden.engine.compiler import POLICIES, Inputs, action_names, compile_graph
 from streamwarden.engine.session import sql_conf
-from streamwarden.engine.sources import as_relation, read_input
+from streamwarden.engine.sources import as_relation, ordered_input, read_input
 from streamwarden.errors import InputError, UnsupportedError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.plan.nodes import Node, Shield, sources, walk
+from streamwarden.levels.columns import ROW_LEVEL, level_text
+from streamwarden.levels.lattice import Lattice, Level
+from streamwarden.levels.shepherd import guarded
 from streamwarden.punctuation.reader import shielded_input, unshielded_input
 from streamwarden.punctuation.spgen import spgen_lines
 from streamwarden.rewrite.algorithm import AuthorizedGraph, Rewriting
@@ -44,13 +47,22 @@ def iso_timestamp(column: SparkColumn) -> SparkColumn:
     return F.concat(F.date_format(column, "yyyy-MM-dd'T'HH:mm:ss"), fraction, F.lit("Z"))
 
 
-def output_frame(graph: AuthorizedGraph, frame: DataFrame) -> DataFrame:
-    """The rows a user receives from ``graph``: its columns, ``_policies`` and ``_graph``."""
+def output_frame(graph: AuthorizedGraph, frame: DataFrame, lattice: Lattice | None = None) -> DataFrame:
+    """The rows a user receives from ``graph``: its columns, ``_policies`` and ``_graph``
+    (and, with security levels, ``level``: the LUB of the row's tuples' levels)."""
     columns = []
+    names = set()
     for f in graph.root.fields:
         name = f.name
+        names.add(name)
         column = F.col(f"`{name}`")
-        columns.append((iso_timestamp(column) if f.dtype == "timestamp" else column).alias(name))
+        if f.dtype == "timestamp":
+            column = iso_timestamp(column)
+        elif f.dtype == "level" and lattice is not None:
+            column = level_text(column, lattice)
+        columns.append(column.alias(name))
+    if lattice is not None and "level" not in names:
+        columns.append(level_text(F.col(ROW_LEVEL), lattice).alias("level"))
     policies = F.col(POLICIES) if POLICIES in frame.columns else F.array().cast("array<string>")
     return frame.select(*columns, policies.alias(POLICIES), F.lit(graph.id).alias(GRAPH))
 
@@ -73,9 +85,17 @@ class Job:
 
     rewriting: Rewriting
     frames: list[tuple[AuthorizedGraph, DataFrame]]
+    lattice: Lattice | None = None
+    shepherd_counts: dict[str, DataFrame] = field(default_factory=dict)  # replay: per stream, see guarded()
+
+    def unknown_sources(self) -> dict[str, int]:
+        """Per stream, the tuples the shepherd put at the top for an unknown source (replay: one
+        small job per stream, run when asked)."""
+        with input_errors():
+            return {stream: int(frame.collect()[0]["unknown_source"]) for stream, frame in self.shepherd_counts.items()}
 
     def union(self) -> DataFrame | None:
-        outputs = [output_frame(g, f) for g, f in self.frames]
+        outputs = [output_frame(g, f, self.lattice) for g, f in self.frames]
         if not outputs:
             return None
         result = outputs[0]
@@ -94,12 +114,16 @@ def read_relations(
     lateness: str = "0 seconds",
     max_files_per_trigger: int | None = None,
     shields: Mapping[str, Shield] | None = None,
+    level: tuple[Lattice, Level] | None = None,
+    shepherd_counts: dict[str, DataFrame] | None = None,
 ) -> dict[str, DataFrame]:
     """One DataFrame per relation of ``plan`` (each stream read once), with physical names.
 
     A punctuated stream with a shield in ``shields`` (by stream) goes through the Security
     Shield for that shield's roles; without one its SP records are just dropped (the
-    unsecured pipeline benchmarks compare against).
+    unsecured pipeline benchmarks compare against). With ``level`` (the lattice and the
+    query's level) every stream passes the trusted shepherd before its watermark: only
+    the tuples the level dominates, each with its ``level`` (counts go to ``shepherd_counts``).
     """
     needed = {s.stream for s in sources(plan)}
     missing = sorted(needed - set(inputs))
@@ -109,15 +133,24 @@ def read_relations(
     if unknown:
         raise InputError(f"--input names unknown stream {unknown[0]!r} (catalog streams: {', '.join(catalog.streams)})")
     shields = shields or {}
+    counted = {s.stream for s in sources(plan) if s.window is not None and s.window.kind == "rows"}
     raw = {}
     for name in sorted(needed):
         stream = catalog.streams[name]
         if stream.punctuated:
             raw[name] = (shielded_input(spark, stream, inputs[name], shields[name].roles, streaming=streaming)
                          if name in shields else unshielded_input(spark, stream, inputs[name], streaming=streaming))
+        elif name in counted:
+            raw[name] = ordered_input(spark, stream, inputs[name], streaming=streaming)
         else:
             raw[name] = read_input(spark, stream, inputs[name], streaming=streaming,
                                    max_files_per_trigger=max_files_per_trigger)
+        if level is not None:
+            raw[name], counts = guarded(raw[name], stream, *level, streaming=streaming)
+            if counts is not None and shepherd_counts is not None:
+                shepherd_counts[name] = counts
+        if name in counted and not streaming:  # joins over [ROWS n] compare places in the visible stream
+            raw[name] = raw[name].withColumn("_rank", F.row_number().over(Window.orderBy("ts", "_arrival")))
     frames = {}
     for s in sources(plan):
         frame = as_relation(raw[s.stream], catalog.streams[s.stream], s.relation)
@@ -143,12 +176,17 @@ def build_job(
     """
     graphs = rewriting.deployed
     shields = {n.stream: n for g in graphs for n in walk(g.root) if isinstance(n, Shield)}
+    lattice = catalog.lattice if rewriting.level is not None else None
+    level = (lattice, rewriting.level) if lattice is not None else None
+    counts: dict[str, DataFrame] = {}
     frames = read_relations(spark, catalog, rewriting.plan, inputs, streaming=streaming, lateness=lateness,
-                            max_files_per_trigger=max_files_per_trigger, shields=shields)
+                            max_files_per_trigger=max_files_per_trigger, shields=shields,
+                            level=level, shepherd_counts=counts)  # type: ignore[arg-type]
     names = sorted({a for g in graphs for a in action_names(g.root)})
     actions = actions_frame(spark, store_url, names, dict(catalog.actions)) if names else None
-    context = Inputs(frames, actions, streaming)
-    return Job(rewriting, [(graph, compile_graph(graph.root, context)) for graph in graphs])
+    context = Inputs(frames, actions, streaming, lattice)
+    return Job(rewriting, [(graph, compile_graph(graph.root, context)) for graph in graphs],
+               lattice, counts)  # type: ignore[arg-type]
 
 
 def unsecured_frame(spark: SparkSession, catalog: Catalog, rewriting: Rewriting,

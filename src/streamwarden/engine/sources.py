@@ -113,7 +113,36 @@ def _parquet(spark: SparkSession, stream: StreamDef, path: str, streaming: bool,
     return frame.select(*[F.col(n).cast(SPARK_TYPES[t]).alias(n) for n, t in stream.schema])
 
 
+def ordered_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool) -> DataFrame:
+    """JSON-lines records with their place in arrival order, ``_arrival`` = (file, line).
+
+    Count-based windows need it: ``[ROWS n]`` orders tuples by ``ts``, ties by input
+    order, which Spark's file sources do not keep (see :mod:`streamwarden.punctuation.files`).
+    """
+    from streamwarden.punctuation.files import punctuated_lines  # the same ordered line reader
+
+    path = Path(path)
+    if path.suffix == ".parquet" or (path.is_dir() and any(p.suffix == ".parquet" for p in path.iterdir())):
+        raise InputError(f"stream {stream.name} is read by a [ROWS n] window, which needs JSON-lines input "
+                         f"(its arrival order); {path} holds parquet")
+    lines = punctuated_lines(spark, path, streaming=streaming)
+    options = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS][XXX]", "mode": "PERMISSIVE",
+               "columnNameOfCorruptRecord": CORRUPT}
+    record = F.from_json("_text", catalog_schema(stream, corrupt_column=True), options)
+    frame = lines.withColumn("_r", record)
+    r = F.col("_r")
+    problem = (F.when(r.isNull() | r[CORRUPT].isNotNull(), F.lit("not valid JSON of the catalog's types"))
+               .when(r["ts"].isNull(), F.lit("record has no ts")))
+    where = F.concat(F.regexp_replace("_file", "^file:", ""), F.lit(":"), F.col("_line").cast("string"))
+    message = F.concat(F.lit(f"broken record in stream {stream.name} ("), problem, F.lit(") at "), where,
+                       F.lit(": "), F.col("_text"))
+    checked = frame.filter(F.when(problem.isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
+    return checked.select(*[r[n].alias(n) for n, _ in stream.schema],
+                          F.struct(F.col("_file").alias("file"), F.col("_line").alias("line")).alias("_arrival"))
+
+
 def as_relation(frame: DataFrame, stream: StreamDef, relation: str) -> DataFrame:
-    """Rename the stream's columns (and a shield's ``_gov``) to ``relation``'s physical names."""
-    names = [n for n, _ in stream.schema] + [c for c in ("_gov",) if c in frame.columns]
+    """Rename the stream's columns (and a shield's ``_gov``, the shepherd's ``level``) to
+    ``relation``'s physical names."""
+    names = [n for n, _ in stream.schema] + [c for c in ("_gov", "level", "_arrival", "_rank") if c in frame.columns]
     return frame.select(*[F.col(n).alias(physical_name(relation, n)) for n in names])

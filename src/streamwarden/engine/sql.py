@@ -15,7 +15,8 @@ import textwrap
 
 from streamwarden.engine.columns import physical_name
 from streamwarden.plan import expr as E
-from streamwarden.plan.nodes import Aggregate, Filter, Join, Node, Project, SecureView, Shield, Source, sources, walk
+from streamwarden.plan.nodes import (Aggregate, Filter, Join, LevelGuard, Node, Project, SecureView, Shield, Source,
+                                     sources, walk)
 
 
 def sql_expr(expr: E.Expr) -> str:
@@ -47,7 +48,7 @@ def _shield_sql(node: Shield) -> str:
         mask = f"IF(exists({gov}, s -> s.i), {mask}, ({mask}) {op} server_mask({key}))"
     cols = [physical_name(node.relation, n) if n == "ts" else
             f"CASE WHEN __mask & {1 << j} != 0 THEN {physical_name(node.relation, n)} END AS "
-            f"{physical_name(node.relation, n)}" for j, (n, _) in enumerate(source.schema)]
+            f"{physical_name(node.relation, n)}" for j, (n, t) in enumerate(source.schema) if t != "level"]
     others = sum(1 << j for j, (n, _) in enumerate(source.schema) if n != "ts")
     where = [f"__mask & {others} != 0"] + [sql_expr(p) for p in node.rechecked]
     return (f"SELECT {', '.join(cols)}\nFROM (SELECT *, {mask} AS __mask\n      FROM {_sub(node.child)})\n"
@@ -57,8 +58,15 @@ def _shield_sql(node: Shield) -> str:
 def to_sql(node: Node) -> str:
     """Spark SQL text equivalent to ``node``."""
     if isinstance(node, Source):
-        cols = ", ".join(f"{n} AS {physical_name(node.relation, n)}" for n, _ in node.schema)
+        cols = ", ".join(f"{n} AS {physical_name(node.relation, n)}" for n, t in node.schema if t != "level")
         return f"SELECT {cols} FROM {node.stream}"
+    if isinstance(node, LevelGuard):
+        level = physical_name(node.relation, "level")
+        origin = (f"shepherd_level({physical_name(node.relation, str(node.source.attribute))})"  # type: ignore[attr-defined]
+                  if node.source is not None and node.source.attribute else  # type: ignore[attr-defined]
+                  f"level '{node.source.fixed if node.source is not None else 'top'}'")  # type: ignore[attr-defined]
+        return (f"SELECT *, {origin} AS {level}\nFROM {_sub(node.child)}\n"
+                f"WHERE dominated_by({level}, '{node.level}')")
     if isinstance(node, Filter):
         return f"SELECT * FROM {_sub(node.child)} WHERE {sql_expr(node.predicate)}"
     if isinstance(node, SecureView):
@@ -98,6 +106,13 @@ def to_sql(node: Node) -> str:
         else:  # a join policy's view comes after this join: only one side (or none) carries _policies
             cols = "l.*, r.*"
         return f"SELECT {cols}\nFROM {_sub(node.left)} l\nJOIN {_sub(node.right)} r\nON {on}"
+    if isinstance(node, Aggregate) and node.window is not None and node.window.kind == "rows":
+        n = node.window.rows or 1
+        frame = f"OVER (ORDER BY {sql_expr(node.event_time)}, arrival ROWS BETWEEN {n - 1} PRECEDING AND CURRENT ROW)"
+        aggs = [f"{a.func}(IF(qualifies, {sql_expr(a.arg) if a.arg is not None else '1'}, NULL)) {frame} AS `{a.name}`"
+                for a in node.aggregates]
+        return (f"-- [ROWS {n}]: the window holds the last {n} tuples; WHERE decides which of them count"
+                f"\nSELECT {sql_expr(node.event_time)} AS ts, {', '.join(aggs)}\nFROM {_sub(node.child)}")
     if isinstance(node, Aggregate):
         w = node.window
         size = f"{w.size_seconds:g} seconds" if w and w.size_seconds else "?"

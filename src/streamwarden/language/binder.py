@@ -17,7 +17,9 @@ left-deep chain of binary joins; aggregates become Σ over the first input's win
 
 from __future__ import annotations
 
-from streamwarden.catalog.model import Catalog
+from dataclasses import replace
+
+from streamwarden.catalog.model import Catalog, StreamDef
 from streamwarden.errors import BindError, SourceText, Span
 from streamwarden.language import ast
 from streamwarden.language.expressions import Scope, bind_expression
@@ -49,7 +51,8 @@ class _QueryBinder:
 
     def bind(self) -> Node:
         inputs = self.inputs()
-        scope = Scope({s.relation: self.catalog.streams[s.stream] for s in inputs}, actions=frozenset(self.catalog.actions))
+        scope = Scope({s.relation: self.stream_def(s.stream) for s in inputs}, actions=frozenset(self.catalog.actions),
+                      lattice=self.catalog.lattice)
         where = bind_expression(self.query.where, scope, self.source) if self.query.where else None
         if where is not None and where.dtype not in ("boolean", "null"):
             raise self.error("WHERE needs a condition", self.query.where.span)  # type: ignore[union-attr]
@@ -57,6 +60,23 @@ class _QueryBinder:
         if self.is_aggregate():
             return self.aggregate(tree, inputs, scope)
         return self.projection(tree, inputs, scope)
+
+    def stream_def(self, name: str) -> StreamDef:
+        """The stream as queries see it: with the system attribute ``level`` when levels are in force
+        (the trusted stream shepherd sets it; queries read it, never write it)."""
+        stream = self.catalog.streams[name]
+        if self.catalog.lattice is None:
+            return stream
+        return replace(stream, schema=stream.schema + (("level", "level"),))
+
+    def check_level_name(self, name: str, expr: E.Expr | None, inputs: list[Source], span: Span) -> None:
+        """``level`` in the output is the row's level (the LUB of its tuples'): no other column may take the name."""
+        if self.catalog.lattice is None or name != "level":
+            return
+        if len(inputs) == 1 and expr == E.Column(inputs[0].relation, "level", "level") and not self.is_aggregate():
+            return
+        raise self.error("'level' is the row's security level, which the system sets (the least upper bound of "
+                         "its tuples' levels): name this column something else with AS", span)
 
     # -- FROM and WHERE -----------------------------------------------------------------
     def inputs(self) -> list[Source]:
@@ -69,7 +89,8 @@ class _QueryBinder:
                 raise self.error(f"unknown stream {item.stream!r}{hint}", item.span)
             if any(s.relation == item.name for s in sources):
                 raise self.error(f"{item.name!r} appears twice in FROM: give each occurrence its own alias", item.span)
-            sources.append(Source(stream.name, item.name, stream.schema, item.window, id=self.next_id()))
+            sources.append(Source(stream.name, item.name, self.stream_def(stream.name).schema, item.window,
+                                  id=self.next_id()))
         return sources
 
     def from_tree(self, inputs: list[Source], where: E.Expr | None) -> Node:
@@ -110,6 +131,7 @@ class _QueryBinder:
                         f"{self.source.line_col(spans[name].start)[1]}): add AS <alias> to tell them apart",
                         span,
                     )
+                self.check_level_name(name, expr, inputs, span)
                 spans[name] = span
                 items.append((name, expr))
         return Project(tree, tuple(items), id=self.next_id())
@@ -153,7 +175,8 @@ class _QueryBinder:
                 name = item.alias or matches[0]
                 if item.alias:
                     groups = [(item.alias if g == expr else n, g) for n, g in groups]
-            if name in order or name in ("window_start", "window_end"):
+            self.check_level_name(name, None, inputs, item.span)
+            if name in order or name in ("window_start", "window_end", "ts"):
                 raise self.error(f"output column {name!r} appears twice: add AS <alias> to tell them apart", item.span)
             order.append(name)
         for name, _ in groups:  # grouping attributes not selected still appear, after the rest

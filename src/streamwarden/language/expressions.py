@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from streamwarden.catalog.model import StreamDef
-from streamwarden.errors import BindError, SourceText, Span
+from streamwarden.errors import BindError, SourceText, Span, StreamwardenError
 from streamwarden.language import ast
 from streamwarden.plan import expr as E
 
@@ -30,6 +30,7 @@ class Scope:
     allow_profile: bool = False  # self.<attr> (policies only)
     actions: frozenset[str] | None = None  # known actions; None = any name accepted
     extra_columns: dict[str, str] = field(default_factory=dict)  # e.g. output aliases
+    lattice: object = None  # streamwarden.levels.lattice.Lattice: level literals parse against it
 
     def resolve(self, name: ast.Name, source: SourceText) -> E.Expr:
         parts = name.parts
@@ -92,6 +93,8 @@ class _Binder:
     def bind(self, node: ast.Expr) -> E.Expr:
         if isinstance(node, ast.Name):
             return self.scope.resolve(node, self.source)
+        if isinstance(node, ast.Literal) and node.kind == "level":
+            return self.level(node)
         if isinstance(node, ast.Literal):
             return _literal(node)
         if isinstance(node, ast.Unary):
@@ -123,6 +126,15 @@ class _Binder:
             raise self.error(f"aggregate {node.text} is not allowed here", node.span)
         raise self.error(f"unknown function {node.name.lower()}()", node.span)
 
+    def level(self, node: ast.Literal) -> E.Literal:
+        lattice = self.scope.lattice
+        if lattice is None:
+            raise self.error("a security level needs a lattice in the catalog", node.span)
+        try:
+            return E.Literal(lattice.parse(str(node.value)), "level")  # type: ignore[attr-defined]
+        except StreamwardenError as exc:
+            raise self.error(str(exc), node.span) from None
+
     def binary(self, node: ast.Binary) -> E.Expr:
         left, right = self.bind(node.left), self.bind(node.right)
         if node.op in ("AND", "OR"):
@@ -131,6 +143,9 @@ class _Binder:
             return E.And(left, right) if node.op == "AND" else E.Or(left, right)
         if node.op in E.COMPARISON_OPS:
             left, right = self.unify(left, right, node)
+            if "level" in (left.dtype, right.dtype) and node.op not in ("=", "<>"):
+                raise self.error("security levels compare with = or <> only (dominance is what the query's "
+                                 "level decides)", node.span)
             return E.Compare(node.op, left, right)
         return self.arithmetic(node, left, right)
 

@@ -252,8 +252,25 @@ class _Parser(TokenCursor):
             return _respan(inner, tok.span.merge(close.span))
         if tok.kind == "IDENT":
             return self.name_or_call()
+        if tok.kind == "[":
+            return self.level_literal()
         self.fail("expected an expression")
         raise AssertionError
+
+    def level_literal(self) -> ast.Literal:
+        """A security level such as ``[1, ⊥]`` (checked against the lattice when bound)."""
+        open_ = self.advance()
+        entries = []
+        while True:
+            tok = self.tok
+            if tok.kind not in ("IDENT", "NUMBER", "STRING", "⊥"):
+                self.fail("expected a company, ⊥ or T in a level like [1, ⊥]")
+            self.advance()
+            entries.append(tok.text[1:-1] if tok.kind == "STRING" else tok.text)
+            if not self.accept(","):
+                break
+        close = self.expect("]", "']' to close the level")
+        return ast.Literal("[" + ", ".join(entries) + "]", "level", span=open_.span.merge(close.span))
 
     def name_or_call(self) -> ast.Expr:
         first = self.advance()

@@ -281,6 +281,8 @@ def render_literal(lit: Literal) -> str:
         return "TRUE" if value else "FALSE"
     if lit.dtype == "timestamp" and isinstance(value, datetime):
         return f"TIMESTAMP '{format_timestamp(value)}'"
+    if lit.dtype == "level":
+        return str(value)
     if lit.dtype == "time_of_day" and isinstance(value, int):
         return f"{value // 3600:02d}:{value % 3600 // 60:02d}:{value % 60:02d}"
     if isinstance(value, str):

@@ -185,6 +185,8 @@ class Aggregate(Node):
         by_name = {name: Field(None, name, e.dtype) for name, e in self.group_by}
         by_name.update({a.name: Field(None, a.name, a.dtype) for a in self.aggregates})
         order = self.items or tuple(by_name)
+        if self.window is not None and self.window.kind == "rows":  # a row per arriving tuple, at its ts
+            return (Field(None, "ts", "timestamp"),) + tuple(by_name[n] for n in order)
         return (Field(None, "window_start", "timestamp"), Field(None, "window_end", "timestamp")) + tuple(
             by_name[n] for n in order
         )
@@ -234,7 +236,8 @@ class View:
     attributes: frozenset[tuple[str, str]] | None  # (relation, attribute)
 
     def grants(self, f: Field) -> bool:
-        return self.attributes is None or (f.relation or "", f.name) in self.attributes
+        # A tuple's security level is system-generated, never masked (levels decide on their own).
+        return f.dtype == "level" or self.attributes is None or (f.relation or "", f.name) in self.attributes
 
 
 @cached_hash
@@ -320,7 +323,7 @@ class Shield(Node):
             elif isinstance(node, Join):
                 predicates.append(node.predicate)
                 node = node.left if any(s.relation == self.relation for s in sources(node.left)) else node.right
-            elif isinstance(node, Shield):
+            elif isinstance(node, (Shield, LevelGuard)):
                 node = node.child
             else:
                 raise TypeError(f"a shield cannot be lifted above {node.label} (node {node.id})")
@@ -333,6 +336,36 @@ class Shield(Node):
         roles = sorted(self.roles)
         shown = ", ".join(roles[:6]) + (f", … ({len(roles)} roles)" if len(roles) > 6 else "")
         return f"SS[{self.placement}] {self.relation} for roles {{{shown}}}{server}{grant}"
+
+
+@cached_hash
+@dataclass(frozen=True)
+class LevelGuard(Node):
+    """The trusted stream shepherd and the secure S2R filter of one input (Ray et al., section 4).
+
+    Every tuple of ``stream`` gets its system-generated ``level`` from ``source`` (the
+    company its ``attribute`` names, or a fixed level; unknown: the lattice's top), and
+    only the tuples whose level the query's ``level`` dominates go on. It sits right on
+    the stream, below every window, so ``[ROWS n]`` counts only visible tuples, and the
+    engine applies it before the event-time watermark, so no invisible tuple moves time.
+    """
+
+    child_fields: ClassVar[tuple[str, ...]] = ("child",)
+    child: Node
+    stream: str
+    relation: str
+    level: object  # streamwarden.levels.lattice.Level: the level the query runs at
+    source: object  # streamwarden.levels.lattice.LevelSource, or None (every tuple is top)
+    id: str = field(default="", compare=False)
+
+    @property
+    def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
+        return self.child.fields
+
+    @property
+    def label(self) -> str:
+        origin = f"level {self.source}" if self.source is not None else "no level source: every tuple at the top"
+        return f"Shepherd[{self.relation}: {origin}] visible at ≤ {self.level}"
 
 
 # -- traversal --------------------------------------------------------------------------

@@ -60,6 +60,7 @@ class Rewriting:
     decisions: tuple[Decision, ...]
     notes: tuple[str, ...] = field(default=())
     on_result: tuple[object, ...] = ()  # ON RESULT (INSERT SP ...): results are published under this policy
+    level: object = None  # the security level the query runs at (a streamwarden.levels.lattice.Level), if any
 
     @property
     def deployed(self) -> tuple[AuthorizedGraph, ...]:
@@ -88,8 +89,8 @@ def rewrite(catalog: Catalog, user: str, query: str | Node) -> Rewriting:
     considered = {d.policy_id for d in rewriter.decisions}
     mine = {p.id: p for p in catalog.policies_for(user)}
     for stream in sorted({s.stream for s in walk(plan) if isinstance(s, Source)}):
-        if catalog.streams[stream].punctuated and not any(stream in p.streams for p in catalog.policies):
-            continue  # its SPs alone decide
+        if _decided_elsewhere(catalog, stream):
+            continue  # its SPs or the security levels alone decide
         if not any(stream in mine[p].streams for p in considered if p in mine):
             notes.append(f"{stream}: none of {user}'s roles ({', '.join(sorted(catalog.effective_roles(user)))}) "
                          f"has a policy on this stream")
@@ -120,10 +121,12 @@ class _Rewriter:
     def source(self, node: Source) -> tuple[list[_Candidate], Obj]:
         obj = Obj(((node.relation, node.stream),), ())
         catalog = self.ctx.catalog
-        if catalog.streams[node.stream].punctuated and not any(node.stream in p.streams for p in catalog.policies):
-            # Issue 3: without role policies on a punctuated stream, its SPs alone decide
-            # (the Security Shield pass guards the stream; see streamwarden.punctuation.placement).
-            return [_Candidate(node, "security punctuations")], obj
+        if _decided_elsewhere(catalog, node.stream):
+            # Without role policies on a punctuated stream its SPs alone decide (the Security
+            # Shield pass guards it, streamwarden.punctuation.placement); with security levels
+            # in force, the levels do (streamwarden.levels.guard).
+            kind = "security punctuations" if catalog.streams[node.stream].punctuated else "security levels"
+            return [_Candidate(node, kind)], obj
         views, decisions = sec_read(self.ctx, node, f"Sec_Read({node.relation})")
         self.decisions.extend(decisions)
         if not views:
@@ -165,6 +168,13 @@ class _Rewriter:
                 f"aggregate policy {grant.view.policy_id}",
             ))
         return graphs, obj
+
+
+def _decided_elsewhere(catalog: Catalog, stream: str) -> bool:
+    """No role policy names ``stream``, and SPs or security levels guard it instead."""
+    if any(stream in p.streams for p in catalog.policies):
+        return False
+    return catalog.streams[stream].punctuated or catalog.lattice is not None
 
 
 def _combine(left: str, right: str) -> str:

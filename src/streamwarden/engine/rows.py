@@ -1,0 +1,243 @@
+"""Count-based windows ``[ROWS n]`` for aggregates (CQL's tuple-based sliding window).
+
+Semantics (as in CQL, and for a query at a security level only over the tuples it may
+see): tuples arrive in ``ts`` order, ties in input order. After each arriving tuple the
+window holds the last *n* tuples up to and including it; the query's WHERE picks the
+*qualifying* ones among them (it does not decide what enters the window); one row is
+emitted per group present among the qualifying tuples, at the arriving tuple's ``ts``
+(without GROUP BY exactly one row: COUNT 0 and NULL for the others when none qualify).
+
+Replay evaluates this with Spark window functions (no GROUP BY) or by letting each
+qualifying tuple contribute to the *n* arrivals whose windows hold it (GROUP BY): both
+plain Spark SQL. A continuous run keeps the last *n* tuples in the state store
+(:class:`RowsWindowProcessor`, vectorised with pandas per micro-batch).
+
+    >>> spec = RowsSpec(3, ("COUNT(*)",), ("count",), ())
+    >>> spec.n, spec.names
+    (3, ('COUNT(*)',))
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import StringType, StructField, StructType
+
+T, ARRIVAL, QUALIFIES, RN, ARRIVING = "__t", "__a", "__q", "__rn", "__i"
+LEVEL_PART = "__lv"
+POLICIES = "_policies"
+
+
+@dataclass(frozen=True)
+class RowsSpec:
+    """What a ``[ROWS n]`` aggregate computes: names and functions of its aggregates, its groups."""
+
+    n: int
+    names: tuple[str, ...]  # output names of the aggregates
+    funcs: tuple[str, ...]  # count min max sum avg
+    groups: tuple[str, ...]  # output names of the grouping columns
+    counts_rows: tuple[bool, ...] = ()  # COUNT(*) (no argument) per aggregate
+    level_width: int = 0  # > 0: rows carry the LUB of their qualifying tuples' levels
+    policies: bool = False  # the rows carry _policies (union over their qualifying tuples)
+
+
+def arg(i: int) -> str:
+    return f"__x{i}"
+
+
+def prepared(frame: DataFrame, time: Column, arrival: Column, qualifies: Column, args: list[Column | None],
+             groups: list[tuple[str, Column]], level: Column | None, width: int) -> DataFrame:
+    """The input reduced to what the window needs: time (µs), arrival, qualifies, arguments
+    (timestamps as µs), groups and level entries."""
+    cols = [F.unix_micros(time).alias(T), arrival.alias(ARRIVAL), F.coalesce(qualifies, F.lit(False)).alias(QUALIFIES)]
+    for i, a in enumerate(args):
+        value = F.lit(1) if a is None else a
+        cols.append(value.alias(arg(i)))
+    cols += [g.alias(name) for name, g in groups]
+    if level is not None:
+        cols += [level[k].alias(f"{LEVEL_PART}{k}") for k in range(width)]
+    if POLICIES in frame.columns:
+        cols.append(F.col(POLICIES))
+    return frame.select(*cols)
+
+
+def arrival_key(arrival: Column | None) -> Column:
+    """A sortable text of a tuple's place in the input: file, then zero-padded line."""
+    if arrival is None:
+        return F.lit("")
+    return F.concat(arrival["file"], F.lit(":"), F.lpad(arrival["line"].cast("string"), 12, "0"))
+
+
+def _agg(func: str, column: Column) -> Column:
+    return {"count": F.count, "min": F.min, "max": F.max, "sum": F.sum, "avg": F.avg}[func](column)
+
+
+def _level_entry(low: Column, high: Column) -> Column:
+    return F.when(low.isNull(), F.lit(0)).when(low == high, low).otherwise(F.lit(-1))
+
+
+def replay_rows(frame: DataFrame, spec: RowsSpec) -> DataFrame:
+    """The window's rows over a recorded input (``frame`` from :func:`prepared`)."""
+    order = Window.orderBy(T, ARRIVAL)
+    q = F.col(QUALIFIES)
+    level_out: list[Column] = []
+    if not spec.groups:
+        window = order.rowsBetween(-(spec.n - 1), 0)
+        aggs = [_agg(f, F.when(q, F.col(arg(i)))).over(window).alias(name)
+                for i, (name, f) in enumerate(zip(spec.names, spec.funcs))]
+        if spec.level_width:
+            for k in range(spec.level_width):
+                company = F.when(q & (F.col(f"{LEVEL_PART}{k}") != 0), F.col(f"{LEVEL_PART}{k}"))
+                level_out.append(_level_entry(F.min(company).over(window), F.max(company).over(window)))
+        extra = [F.array(*level_out).alias("_level")] if level_out else []
+        if spec.policies:
+            extra.append(F.sort_array(F.array_distinct(F.flatten(
+                F.collect_list(F.when(q, F.col(POLICIES))).over(window)))).alias(POLICIES))
+        return frame.select(F.col(T).alias("ts"), *aggs, *extra)
+    numbered = frame.withColumn(RN, F.row_number().over(order))
+    arrivals = numbered.select(F.col(RN).alias(ARRIVING), F.col(T).alias("ts"))
+    # Each qualifying tuple counts for the n arrivals whose windows hold it (itself and the n - 1 after it).
+    held = numbered.filter(q).withColumn(ARRIVING, F.explode(F.sequence(F.col(RN), F.col(RN) + spec.n - 1)))
+    aggs = [_agg(f, F.col(arg(i))).alias(name) for i, (name, f) in enumerate(zip(spec.names, spec.funcs))]
+    parts = []
+    for k in range(spec.level_width):
+        company = F.when(F.col(f"{LEVEL_PART}{k}") != 0, F.col(f"{LEVEL_PART}{k}"))
+        parts += [F.min(company).alias(f"__lo{k}"), F.max(company).alias(f"__hi{k}")]
+    if spec.policies:
+        parts.append(F.sort_array(F.array_distinct(F.flatten(F.collect_list(POLICIES)))).alias(POLICIES))
+    grouped = held.groupBy(ARRIVING, *spec.groups).agg(*aggs, *parts)
+    result = grouped.join(arrivals, ARRIVING)  # arrivals past the last tuple do not exist
+    extra = []
+    if spec.level_width:
+        extra.append(F.array(*[_level_entry(F.col(f"__lo{k}"), F.col(f"__hi{k}"))
+                               for k in range(spec.level_width)]).alias("_level"))
+    if spec.policies:
+        extra.append(F.col(POLICIES))
+    return result.select("ts", *spec.groups, *spec.names, *extra)
+
+
+# -- continuous runs -----------------------------------------------------------------------------
+def window_rows(history: pd.DataFrame, spec: RowsSpec, first_new: int) -> pd.DataFrame:
+    """The rows emitted for the arrivals ``history[first_new:]`` (history in arrival order,
+    holding at least the n - 1 tuples before them). Pure pandas: unit-testable without Spark."""
+    q = history[QUALIFIES].to_numpy(dtype=bool)
+    arrivals = np.arange(first_new, len(history))
+    out: list[pd.DataFrame] = []
+    keys = [()] if not spec.groups else sorted(
+        {tuple(row) for row in history.loc[q, list(spec.groups)].itertuples(index=False, name=None)},
+        key=lambda k: tuple((v is None, str(v)) for v in k))
+    for key in keys:
+        member = q.copy()
+        for name, value in zip(spec.groups, key):
+            member &= _equal(history[name].to_numpy(dtype=object), value)
+        rolled = {}
+        for i, (name, func) in enumerate(zip(spec.names, spec.funcs)):
+            values = pd.Series(np.where(member, history[arg(i)].to_numpy(dtype=object), None)).astype("float64") \
+                if func != "count" else pd.Series(np.where(member & history[arg(i)].notna().to_numpy(), 1.0, 0.0))
+            window = values.rolling(spec.n, min_periods=1)
+            rolled[name] = {"count": window.sum, "min": window.min, "max": window.max, "sum": window.sum,
+                            "avg": window.mean}[func]().to_numpy()[arrivals]
+        present = pd.Series(member.astype(float)).rolling(spec.n, min_periods=1).sum().to_numpy()[arrivals] > 0
+        if spec.groups and not present.any():
+            continue
+        rows = pd.DataFrame({"ts": history[T].to_numpy()[arrivals]})
+        for name, value in zip(spec.groups, key):
+            rows[name] = value
+        for name, func in zip(spec.names, spec.funcs):
+            values = rolled[name]
+            rows[name] = values.astype("int64") if func == "count" else np.where(present, values, np.nan)
+        if spec.level_width:
+            rows["_level"] = _rolling_level(history, member, spec, arrivals)
+        if spec.policies:
+            rows[POLICIES] = _rolling_policies(history, member, spec.n, arrivals)
+        if spec.groups:
+            rows = rows[present]
+        out.append(rows)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["ts", *spec.groups, *spec.names])
+
+
+def _equal(values: np.ndarray, value: object) -> np.ndarray:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return pd.isna(values)
+    return values == value
+
+
+def _rolling_policies(history: pd.DataFrame, member: np.ndarray, n: int, arrivals: np.ndarray) -> list[list[str]]:
+    """Per arrival, the policies of the qualifying tuples in its window (a role-based query over
+    a count-based window in a continuous run; a Python loop, as such queries are rare)."""
+    policies = history[POLICIES].to_numpy(dtype=object)
+    out = []
+    for i in arrivals:
+        found: set[str] = set()
+        for j in range(max(0, i - n + 1), i + 1):
+            if member[j] and policies[j] is not None:
+                found.update(policies[j])
+        out.append(sorted(found))
+    return out
+
+
+def _rolling_level(history: pd.DataFrame, member: np.ndarray, spec: RowsSpec, arrivals: np.ndarray) -> list[list[int]]:
+    entries = []
+    for k in range(spec.level_width):
+        code = history[f"{LEVEL_PART}{k}"].to_numpy(dtype=float)
+        company = pd.Series(np.where(member & (code != 0), code, np.nan))
+        low = company.rolling(spec.n, min_periods=1).min().to_numpy()[arrivals]
+        high = company.rolling(spec.n, min_periods=1).max().to_numpy()[arrivals]
+        entries.append(np.where(np.isnan(low), 0, np.where(low == high, low, -1)).astype(int))
+    return [list(map(int, row)) for row in zip(*entries)] if entries else [[] for _ in arrivals]
+
+
+class RowsWindowProcessor(StatefulProcessor):
+    """``transformWithStateInPandas`` body: the last n - 1 tuples live in the state store.
+
+    One group holds the whole (level-guarded) stream, since a count-based window spans
+    all of it. Each micro-batch's tuples are taken in ``ts`` order, ties in input order,
+    after the tuples of earlier micro-batches. Output columns: ``ts`` (µs), the groups,
+    the aggregates, then ``_level``/``_policies`` when the spec has them.
+    """
+
+    def __init__(self, spec: RowsSpec, columns: tuple[str, ...], output: tuple[str, ...]):
+        self.spec = spec
+        self.columns = list(columns)
+        self.output = list(output)
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("window", StructType([StructField("history", StringType())]))
+
+    def handleInputRows(self, key: tuple, rows: Iterator[pd.DataFrame], timerValues) -> Iterator[pd.DataFrame]:  # type: ignore[no-untyped-def, override]
+        chunks = list(rows)
+        if not chunks:
+            return
+        batch = pd.concat(chunks, ignore_index=True)
+        batch.columns = self.columns  # PySpark renames columns that start with "_"
+        batch = batch.sort_values([T, ARRIVAL], kind="stable")
+        kept = self.restore(batch.columns)
+        history = pd.concat([kept, batch], ignore_index=True) if len(kept) else batch.reset_index(drop=True)
+        result = window_rows(history, self.spec, len(kept))
+        keep = self.spec.n - 1
+        tail = history.iloc[len(history) - keep:] if keep and len(history) > keep else (history if keep else history.iloc[0:0])
+        self.state.update((tail.to_json(orient="split", index=False),))
+        if len(result):
+            if "_level" not in result.columns and "_level" in self.output:
+                result["_level"] = [[] for _ in range(len(result))]
+            yield result.reindex(columns=self.output)
+
+    def restore(self, columns: pd.Index) -> pd.DataFrame:
+        if not self.state.exists():
+            return pd.DataFrame(columns=columns)
+        stored = json.loads(self.state.get()[0])
+        return pd.DataFrame(stored["data"], columns=stored["columns"])
+
+    def close(self) -> None:
+        pass
+
+
+__all__ = ["RowsSpec", "RowsWindowProcessor", "prepared", "replay_rows", "window_rows"]

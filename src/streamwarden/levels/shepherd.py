@@ -1,0 +1,52 @@
+"""The trusted stream shepherd on Spark: levels on every tuple, filtered before time moves.
+
+:func:`guarded` takes the records of one input stream as read and gives each its
+system-generated ``level`` (the company its source attribute names, a fixed level, or
+the top when the source is unknown), counts the unknown ones, and keeps only the tuples
+the query's level dominates. It runs before the event-time watermark is set, so in a
+continuous run a level's windows close on the time of the tuples it may see only: an
+invisible tuple can change neither what nor when a query at that level emits.
+
+    >>> # frame, unknown = guarded(frame, stream, lattice, level, streaming=False)
+    >>> # unknown.collect()[0]["unknown_source"]  -> tuples put at the top for an unknown source
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from streamwarden.catalog.model import StreamDef
+from streamwarden.levels.columns import shepherd_level, unknown_source, visible_at
+from streamwarden.levels.lattice import Lattice, Level, LevelSource
+
+LEVEL = "level"
+
+
+def observation_name(stream: str) -> str:
+    return f"levels_{stream}"
+
+
+def guarded(frame: DataFrame, stream: StreamDef, lattice: Lattice, level: Level, *,
+            streaming: bool) -> tuple[DataFrame, DataFrame | None]:
+    """``frame`` with ``level`` and only the tuples ``level`` dominates, and the counts.
+
+    The tuples put at the top for an unknown source are counted: in a replay by the
+    returned one-row frame (``tuples``, ``unknown_source``; a separate job, run only
+    when the report asks), in a continuous run as the observed metric
+    ``levels_<stream>`` of each micro-batch's progress.
+    """
+    source = stream.level_source if isinstance(stream.level_source, LevelSource) else None
+    levelled = frame.withColumn(LEVEL, shepherd_level(source, lattice))
+    metrics = [F.count(F.lit(1)).alias("tuples"),
+               F.coalesce(F.sum(unknown_source(source, lattice, F.col(LEVEL)).cast("long")), F.lit(0))
+               .alias("unknown_source")]
+    if streaming:
+        levelled = levelled.observe(observation_name(stream.name), *metrics)
+        counts = None
+    else:
+        counts = levelled.agg(*metrics)
+    return levelled.filter(visible_at(F.col(LEVEL), level)), counts
+
+
+__all__ = ["LEVEL", "guarded", "observation_name"]
