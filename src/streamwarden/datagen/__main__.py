@@ -1,4 +1,4 @@
-"""Command line: ``python -m streamwarden.datagen {drill,health,objects} --out PATH [options]``.
+"""Command line: ``python -m streamwarden.datagen {drill,health,objects,cloud} --out PATH [options]``.
 
 Example:
     $ python -m streamwarden.datagen drill --out /tmp/drill --soldiers 1000 --minutes 60 --interval 1
@@ -7,6 +7,8 @@ Example:
     HeartRate=2226 BodyTemperature=2226 BreathingRate=2226 records; 12 patients, 3 policies each; ...
     $ python -m streamwarden.datagen objects --out /tmp/objects.jsonl --tuples 1000000 --sp-ratio 10 --roles 10
     Objects=1100000 records (1000000 tuples, 100000 policies); ...
+    $ python -m streamwarden.datagen cloud --out /tmp/cloud --minutes 10 --services 6 --seed 7
+    MessageLog=2620 records (1441 sends, 304 failures, 0 unknown senders); 6 services, 5 companies ...
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .drill import DEFAULT_START, generate_drill
+from .cloud import DEFAULT_CLASSES, message_log, write_message_log
 from .punctuated import moving_objects, write_health, write_jsonl
 
 
@@ -52,6 +55,25 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
+    return value
+
+
+def _coi_class(text: str) -> tuple[str, list[str]]:
+    """``COI1=1,2`` -> ("COI1", ["1", "2"])."""
+    name, _, companies = text.partition("=")
+    codes = [c.strip() for c in companies.split(",")]
+    if not name.strip() or not all(codes):
+        raise argparse.ArgumentTypeError(f"expected NAME=CODE,CODE,... like COI1=1,2, got {text!r}")
+    return name.strip(), codes
+
+
 def _parser() -> _OneLineParser:
     parser = _OneLineParser(prog="python -m streamwarden.datagen", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -80,6 +102,20 @@ def _parser() -> _OneLineParser:
     objects.add_argument("--sp-ratio", type=_at_least(1), required=True, help="tuples per policy")
     objects.add_argument("--roles", type=_at_least(1), required=True, help="roles named by each policy")
     objects.add_argument("--seed", type=_at_least(0), default=7)
+    default_classes = " ".join(f"{n}={','.join(c)}" for n, c in DEFAULT_CLASSES.items())
+    cloud = commands.add_parser("cloud", help="cloud audit stream (MessageLog) with DoS and delay episodes")
+    cloud.add_argument("--out", required=True, help="output directory")
+    cloud.add_argument("--minutes", type=_positive_float, default=10.0, help="run length")
+    cloud.add_argument("--services", type=_at_least(1), default=6, help="services (invocation chains)")
+    cloud.add_argument("--rate", type=_positive_float, default=2.0, help="invocations per second")
+    cloud.add_argument("--dos", type=_at_least(0), default=1, help="denial-of-service episodes")
+    cloud.add_argument("--delays", type=_at_least(0), default=1, help="delay episodes")
+    cloud.add_argument("--unknown", type=_fraction, default=0.0, help="fraction of records with an unknown sender")
+    cloud.add_argument("--class", dest="classes", type=_coi_class, action="append", metavar="NAME=CODES",
+                       help=f"a COI class and its company codes, repeated (default: {default_classes})")
+    cloud.add_argument("--files", type=_at_least(1), default=1, help="time-sliced files")
+    cloud.add_argument("--seed", type=_at_least(0), default=7)
+    cloud.add_argument("--start", default=DEFAULT_START, help="first invocation time (ISO-8601, UTC)")
     return parser
 
 
@@ -119,7 +155,29 @@ def _objects(args: argparse.Namespace) -> str:
     return f"Objects={len(records)} records ({args.tuples} tuples, {policies} policies); written to {args.out}"
 
 
-_COMMANDS: dict[str, Callable[[argparse.Namespace], str]] = {"drill": _drill, "health": _health, "objects": _objects}
+def _cloud(args: argparse.Namespace) -> str:
+    classes = dict(args.classes) if args.classes else DEFAULT_CLASSES
+    if args.classes and len(classes) < len(args.classes):
+        raise ValueError("each --class needs its own name")
+    audit = message_log(classes=classes, services=args.services, minutes=args.minutes, rate_per_s=args.rate,
+                        dos_episodes=args.dos, delay_episodes=args.delays, unknown_fraction=args.unknown,
+                        seed=args.seed, start=args.start)
+    counts = write_message_log(audit, args.out, files=args.files)
+    records = audit.records
+    sends = sum(r["msgType"] == "send" for r in records)
+    failures = sum(r["outcome"] == "failure" for r in records)
+    unknown = sum(not r["sender"].startswith("Company") for r in records)
+    companies = sum(len(c) for c in classes.values())
+    episodes = ", ".join(f"{e.kind} {e.target} on {e.service_id} {e.start:%H:%M:%S}-{e.end:%H:%M:%S}"
+                         for e in audit.episodes) or "none"
+    return (f"MessageLog={len(records)} records ({sends} sends, {failures} failures, {unknown} unknown senders); "
+            f"{len(audit.services)} services, {companies} companies in {len(classes)} COI classes; "
+            f"episodes: {episodes}; {len(counts)} file(s) written to {args.out}")
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], str]] = {
+    "drill": _drill, "health": _health, "objects": _objects, "cloud": _cloud,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
