@@ -17,7 +17,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -28,12 +28,13 @@ from streamwarden.catalog.store import DEFAULT_STORE, CatalogStore
 from streamwarden.engine.execute import build_job, replay_rows, start_stream, write_replay
 from streamwarden.engine.session import get_spark
 from streamwarden.levels.guard import check_write
+from streamwarden.levels.processors import LevelProcessor, LevelQuery, check_ids, start_processors
 from streamwarden.passes import SecurityOptions, input_stats, secure
 from streamwarden.rewrite.algorithm import Rewriting
 
 __all__ = [
-    "Catalog", "CatalogStore", "ReplayReport", "Rewriting", "authorize", "load_catalog", "replay", "replay_to_file",
-    "run",
+    "Catalog", "CatalogStore", "LevelProcessor", "LevelQuery", "ReplayReport", "Rewriting", "authorize",
+    "load_catalog", "replay", "replay_to_file", "run", "run_levels",
 ]
 
 
@@ -137,3 +138,36 @@ def run(
     job = build_job(spark or get_spark(), catalog, rewriting, inputs, streaming=True, store_url=store.url,
                     lateness=lateness, max_files_per_trigger=max_files_per_trigger)
     return start_stream(job, sink, checkpoint, trigger=trigger, available_now=available_now)
+
+
+def run_levels(
+    catalog: Catalog,
+    queries: Sequence[LevelQuery],
+    inputs: Mapping[str, str | Path],
+    output_dir: str | Path,
+    *,
+    store_url: str = DEFAULT_STORE,
+    spark: SparkSession | None = None,
+    lateness: str = "0 seconds",
+    trigger: str | None = None,
+    available_now: bool = False,
+) -> list[LevelProcessor]:
+    """Run many users' continuous queries, one processor (Spark streaming query) per level.
+
+    Queries of different security levels never share a stateful operator, a streaming
+    query or a checkpoint; queries of one level share their processor. Every query is
+    authorized before anything starts (a query above its user's clearance stops them
+    all). Rows of query ``q`` land in ``output_dir/q/``
+    (:func:`streamwarden.levels.processors.read_query_output` reads them).
+    """
+    check_ids(queries)
+    store = CatalogStore(store_url)
+    if catalog.text:
+        store.save(catalog, keep_live_actions=True)
+    session = spark or get_spark()
+    jobs = {}
+    for q in queries:
+        rewriting = authorize(catalog, q.user, q.query, inputs=inputs, level=q.level)
+        jobs[q.id] = build_job(session, catalog, rewriting, inputs, streaming=True, store_url=store.url,
+                               lateness=lateness, metrics_tag=f"_{q.id}")
+    return start_processors(session, jobs, queries, output_dir, trigger=trigger, available_now=available_now)

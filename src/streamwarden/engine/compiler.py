@@ -120,9 +120,9 @@ class _RowsWindows:
         if spec.policies:
             output.append(POLICIES)
             schema.append(f"{POLICIES} array<string>")
+        ready = ready.withColumn("__all", F.lit(0))
         processor = rows.RowsWindowProcessor(spec, tuple(ready.columns), tuple(output))
-        return (ready.groupBy(F.lit(0).alias("__all"))
-                .transformWithStateInPandas(processor, ", ".join(schema), "Append", "None"))
+        return ready.groupBy("__all").transformWithStateInPandas(processor, ", ".join(schema), "Append", "None")
 
 
 def _rows_value(call: AggCall, column: str) -> SparkColumn:

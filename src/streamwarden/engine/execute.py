@@ -29,7 +29,7 @@ from streamwarden.engine.session import sql_conf
 from streamwarden.engine.sources import as_relation, ordered_input, read_input
 from streamwarden.errors import InputError, UnsupportedError
 from streamwarden.language.expressions import parse_timestamp
-from streamwarden.plan.nodes import Node, Shield, sources, walk
+from streamwarden.plan.nodes import Aggregate, Node, Shield, sources, walk
 from streamwarden.levels.columns import ROW_LEVEL, level_text
 from streamwarden.levels.lattice import Lattice, Level
 from streamwarden.levels.shepherd import guarded
@@ -67,7 +67,7 @@ def output_frame(graph: AuthorizedGraph, frame: DataFrame, lattice: Lattice | No
     return frame.select(*columns, policies.alias(POLICIES), F.lit(graph.id).alias(GRAPH))
 
 
-def with_progress(frame: DataFrame, relation: str, lateness: str) -> DataFrame:
+def with_progress(frame: DataFrame, relation: str, lateness: str, tag: str = "") -> DataFrame:
     """The input's event-time watermark, behind a barrier security filters cannot cross.
 
     Spark pushes filters that do not read the event time below ``withWatermark``; then a
@@ -76,7 +76,7 @@ def with_progress(frame: DataFrame, relation: str, lateness: str) -> DataFrame:
     push-down, and reports the rows each input delivered per micro-batch.
     """
     watermarked = frame.withWatermark(physical_name(relation, "ts"), lateness)
-    return watermarked.observe(f"input_{relation}", F.count(F.lit(1)).alias("rows"))
+    return watermarked.observe(f"input_{relation}{tag}", F.count(F.lit(1)).alias("rows"))
 
 
 @dataclass
@@ -116,6 +116,7 @@ def read_relations(
     shields: Mapping[str, Shield] | None = None,
     level: tuple[Lattice, Level] | None = None,
     shepherd_counts: dict[str, DataFrame] | None = None,
+    metrics_tag: str = "",
 ) -> dict[str, DataFrame]:
     """One DataFrame per relation of ``plan`` (each stream read once), with physical names.
 
@@ -146,7 +147,7 @@ def read_relations(
             raw[name] = read_input(spark, stream, inputs[name], streaming=streaming,
                                    max_files_per_trigger=max_files_per_trigger)
         if level is not None:
-            raw[name], counts = guarded(raw[name], stream, *level, streaming=streaming)
+            raw[name], counts = guarded(raw[name], stream, *level, streaming=streaming, tag=metrics_tag)
             if counts is not None and shepherd_counts is not None:
                 shepherd_counts[name] = counts
         if name in counted and not streaming:  # joins over [ROWS n] compare places in the visible stream
@@ -154,7 +155,7 @@ def read_relations(
     frames = {}
     for s in sources(plan):
         frame = as_relation(raw[s.stream], catalog.streams[s.stream], s.relation)
-        frames[s.relation] = with_progress(frame, s.relation, lateness) if streaming else frame
+        frames[s.relation] = with_progress(frame, s.relation, lateness, metrics_tag) if streaming else frame
     return frames
 
 
@@ -168,8 +169,12 @@ def build_job(
     store_url: str | None = None,
     lateness: str = "0 seconds",
     max_files_per_trigger: int | None = None,
+    metrics_tag: str = "",
 ) -> Job:
     """Read the inputs and compile each deployed graph of ``rewriting``.
+
+    ``metrics_tag`` suffixes the names of its observed metrics, so several jobs can run in
+    one streaming query (a level's processor).
 
     Authorized graphs only ever read the query's own inputs, so the relations of
     ``rewriting.plan`` are all there is to read.
@@ -181,7 +186,7 @@ def build_job(
     counts: dict[str, DataFrame] = {}
     frames = read_relations(spark, catalog, rewriting.plan, inputs, streaming=streaming, lateness=lateness,
                             max_files_per_trigger=max_files_per_trigger, shields=shields,
-                            level=level, shepherd_counts=counts)  # type: ignore[arg-type]
+                            level=level, shepherd_counts=counts, metrics_tag=metrics_tag)  # type: ignore[arg-type]
     names = sorted({a for g in graphs for a in action_names(g.root)})
     actions = actions_frame(spark, store_url, names, dict(catalog.actions)) if names else None
     context = Inputs(frames, actions, streaming, lattice)
@@ -285,11 +290,17 @@ def start_stream(
     else:
         Path(sink).mkdir(parents=True, exist_ok=True)
         writer = writer.format("json").option("ignoreNullFields", "false").option("path", str(sink))
-    shielded = any(isinstance(n, Shield) for g, _ in job.frames for n in walk(g.root))
-    # The shields' transformWithState needs RocksDB. A streaming query copies the session's
-    # settings when it starts (and its checkpoint keeps them), so the session is restored after.
-    with sql_conf(frame.sparkSession, STATE_STORE, ROCKSDB if shielded else None):
+    # Shields and [ROWS n] windows keep Python state (transformWithState), which needs RocksDB.
+    # A streaming query copies the session's settings when it starts (and its checkpoint keeps
+    # them), so the session is restored after.
+    with sql_conf(frame.sparkSession, STATE_STORE, ROCKSDB if python_state(job) else None):
         return writer.start()
+
+
+def python_state(job: Job) -> bool:
+    """Does the job keep state in Python stateful processors (shields, count-based windows)?"""
+    return any(isinstance(n, Shield) or (isinstance(n, Aggregate) and n.window is not None and n.window.kind == "rows")
+               for g, _ in job.frames for n in walk(g.root))
 
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

@@ -150,7 +150,7 @@ def window_rows(history: pd.DataFrame, spec: RowsSpec, first_new: int) -> pd.Dat
             continue
         rows = pd.DataFrame({"ts": history[T].to_numpy()[arrivals]})
         for name, value in zip(spec.groups, key):
-            rows[name] = value
+            rows[name] = pd.Series([value] * len(rows), dtype=object)  # not pandas' Arrow-backed str
         for name, func in zip(spec.names, spec.funcs):
             values = rolled[name]
             rows[name] = values.astype("int64") if func == "count" else np.where(present, values, np.nan)

@@ -23,18 +23,18 @@ from streamwarden.levels.lattice import Lattice, Level, LevelSource
 LEVEL = "level"
 
 
-def observation_name(stream: str) -> str:
-    return f"levels_{stream}"
+def observation_name(stream: str, tag: str = "") -> str:
+    return f"levels_{stream}{tag}"
 
 
 def guarded(frame: DataFrame, stream: StreamDef, lattice: Lattice, level: Level, *,
-            streaming: bool) -> tuple[DataFrame, DataFrame | None]:
+            streaming: bool, tag: str = "") -> tuple[DataFrame, DataFrame | None]:
     """``frame`` with ``level`` and only the tuples ``level`` dominates, and the counts.
 
     The tuples put at the top for an unknown source are counted: in a replay by the
     returned one-row frame (``tuples``, ``unknown_source``; a separate job, run only
     when the report asks), in a continuous run as the observed metric
-    ``levels_<stream>`` of each micro-batch's progress.
+    ``levels_<stream><tag>`` of each micro-batch's progress.
     """
     source = stream.level_source if isinstance(stream.level_source, LevelSource) else None
     levelled = frame.withColumn(LEVEL, shepherd_level(source, lattice))
@@ -42,7 +42,7 @@ def guarded(frame: DataFrame, stream: StreamDef, lattice: Lattice, level: Level,
                F.coalesce(F.sum(unknown_source(source, lattice, F.col(LEVEL)).cast("long")), F.lit(0))
                .alias("unknown_source")]
     if streaming:
-        levelled = levelled.observe(observation_name(stream.name), *metrics)
+        levelled = levelled.observe(observation_name(stream.name, tag), *metrics)
         counts = None
     else:
         counts = levelled.agg(*metrics)

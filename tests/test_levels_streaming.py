@@ -1,0 +1,102 @@
+"""Security levels in continuous runs: [ROWS n] windows in the state store, one processor per level."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streamwarden import api
+from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.catalog.store import sqlite_url
+from streamwarden.datagen.cloud import message_log
+from streamwarden.engine.execute import read_sink
+from streamwarden.levels.processors import LevelQuery, read_query_output
+
+pytestmark = pytest.mark.spark
+
+CATALOG = load_catalog_text("""
+lattice:
+  classes: {COI1: ["1", "2"], COI2: [A, B, C]}
+streams:
+  MessageLog:
+    schema: {ts: timestamp, serviceId: string, msgType: string, sender: string, receiver: string, outcome: string}
+    level: {from: sender}
+users:
+  cm: {clearance: "[T, T]"}
+  c1: {clearance: "[1, ⊥]"}
+  c2: {clearance: "[2, ⊥]"}
+""", "cloud.yaml")
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict]:
+    return message_log(minutes=2, services=6, rate_per_s=1.5, seed=5).records
+
+
+def feed(folder: Path, name: str, records: list[dict]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def comparable(rows: list[dict]) -> list[str]:
+    return sorted(json.dumps({k: v for k, v in r.items() if k not in ("_graph", "_policies")}, sort_keys=True)
+                  for r in rows)
+
+
+@pytest.mark.parametrize("query", [
+    'SELECT COUNT(*), MIN(ts) FROM MessageLog [ROWS 40] WHERE outcome = "success"',
+    'SELECT serviceId, COUNT(*), MAX(ts) FROM MessageLog [ROWS 25] WHERE msgType = "send" GROUP BY serviceId',
+])
+def test_rows_windows_run_equals_replay_across_micro_batches_and_a_restart(spark, tmp_path, records, query) -> None:
+    incoming, sink, checkpoint = tmp_path / "in", tmp_path / "sink", tmp_path / "cp"
+    half = len(records) // 2
+
+    def run_until_idle() -> None:
+        stream = api.run(CATALOG, "cm", query, {"MessageLog": incoming}, str(sink), checkpoint=checkpoint,
+                         store_url=sqlite_url(tmp_path / "s.db"), spark=spark, level="[1, B]")
+        try:
+            stream.processAllAvailable()
+        finally:
+            stream.stop()
+
+    feed(incoming, "part-0.jsonl", records[:half])
+    run_until_idle()
+    feed(incoming, "part-1.jsonl", records[half:])  # the window's last tuples come back from the state store
+    run_until_idle()
+    replayed = api.replay(CATALOG, "cm", query, {"MessageLog": incoming}, spark=spark, level="[1, B]")
+    assert replayed and comparable(read_sink(spark, sink)) == comparable(replayed)
+
+
+def test_levels_run_in_their_own_processors_and_each_sees_what_it_would_alone(spark, tmp_path, records) -> None:
+    incoming = tmp_path / "in"
+    feed(incoming, "part-0.jsonl", records)
+    count = 'SELECT COUNT(*) FROM MessageLog [ROWS 30] WHERE msgType = "send"'
+    sends = 'SELECT ts, receiver FROM MessageLog WHERE msgType = "send"'
+    queries = [LevelQuery("one", "c1", count), LevelQuery("two", "c2", count),  # incomparable levels
+               LevelQuery("one_sends", "c1", sends), LevelQuery("audit", "cm", count, level="[T, ⊥]")]
+    processors = api.run_levels(CATALOG, queries, {"MessageLog": incoming}, tmp_path / "out",
+                                store_url=sqlite_url(tmp_path / "s.db"), spark=spark, available_now=True)
+    for p in processors:
+        p.stream.awaitTermination()
+    assert {p.level: p.queries for p in processors} == {
+        "[1, ⊥]": ("one", "one_sends"), "[2, ⊥]": ("two",), "[T, ⊥]": ("audit",)}
+    checkpoints = {p.name for p in (tmp_path / "out" / "_checkpoints").iterdir()}
+    assert checkpoints == {"1_bot", "2_bot", "top_bot"}  # nothing shared between levels
+    for q in queries:
+        alone = api.replay(CATALOG, q.user, q.query, {"MessageLog": incoming}, spark=spark, level=q.level)
+        assert alone and comparable(read_query_output(spark, tmp_path / "out", q.id)) == comparable(alone)
+    one = read_query_output(spark, tmp_path / "out", "one_sends")
+    assert set(one[0]) == {"ts", "receiver", "level", "_policies", "_graph"}  # its own columns only
+
+
+def test_a_query_above_its_clearance_stops_every_processor_before_they_start(spark, tmp_path) -> None:
+    from streamwarden.errors import AuthorizationError
+
+    queries = [LevelQuery("fine", "c1", "SELECT ts FROM MessageLog"),
+               LevelQuery("bad", "c2", "SELECT ts FROM MessageLog", level="[T, ⊥]")]
+    with pytest.raises(AuthorizationError, match="c2 is cleared for"):
+        api.run_levels(CATALOG, queries, {"MessageLog": tmp_path / "in"}, tmp_path / "out",
+                       store_url=sqlite_url(tmp_path / "s.db"), spark=spark)
+    assert not (tmp_path / "out").exists()
