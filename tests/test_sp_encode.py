@@ -52,6 +52,19 @@ def test_each_distinct_sp_text_is_encoded_once() -> None:
     assert len(codes) == 1 and len(calls) == 1
 
 
+def test_a_role_list_shared_by_tuple_level_policies_is_parsed_once(monkeypatch) -> None:
+    import streamwarden.punctuation.encode as encode_module
+
+    parsed: list[str] = []
+    original = encode_module.parse_pattern
+    monkeypatch.setattr(encode_module, "parse_pattern", lambda text, name: parsed.append(name) or original(text, name))
+    encode = SpEncoder("S", ATTRIBUTES, {"R7"})
+    roles = "{" + ", ".join(f"R{i}" for i in range(500)) + "}"
+    codes = [json.loads(encode(SpText("*", f"{{{oid}}}", "*", roles))) for oid in range(200)]
+    assert parsed.count("roles") == 1 and parsed.count("tuples") == 200
+    assert all(c["m"] == 0b1111 for c in codes) and [c["vs"] for c in codes[:2]] == [["0"], ["1"]]
+
+
 @pytest.mark.parametrize(("record", "message"), [
     (SpText("*", "[120, 133", "*", "GP"), "malformed tuples pattern [120, 133"),
     (SpText("*", "*", "*", None), "malformed roles pattern (missing)"),

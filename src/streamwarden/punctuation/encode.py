@@ -54,7 +54,11 @@ class SpText(NamedTuple):
 
 
 class SpEncoder:
-    """Turns SP records into codes for one stream and one user's effective roles."""
+    """Turns SP records into codes for one stream and one user's effective roles.
+
+    Each pattern text is parsed and decided once (per kind of pattern): a role list
+    shared by many SPs costs one parse, whatever their tuple patterns are.
+    """
 
     def __init__(self, stream: str, attributes: Sequence[str], roles: Iterable[str]):
         if len(attributes) > MAX_ATTRIBUTES:
@@ -65,26 +69,41 @@ class SpEncoder:
         self.roles = frozenset(roles)
         self._numeric_roles = {n for n in map(_number, self.roles) if n is not None}
         self._memo: dict[SpText, str] = {}
+        self._streams: dict[str | None, bool] = {}
+        self._role_lists: dict[str | None, bool] = {}
+        self._attribute_masks: dict[str | None, int] = {}
+        self._tuple_parts: dict[str | None, str] = {}
 
     def __call__(self, record: SpText) -> str:
         code = self._memo.get(record)
         if code is None:
             if len(self._memo) >= MEMO_LIMIT:
                 self._memo.clear()
+                for cache in (self._streams, self._role_lists, self._attribute_masks, self._tuple_parts):
+                    cache.clear()
             code = self._memo[record] = self._encode(record)
         return code
 
     def _encode(self, record: SpText) -> str:
-        streams = _parse("streams", record.streams, "*")
-        tuples = _parse("tuples", record.tuples, "*")
-        attributes = _parse("attributes", record.attributes, "*")
-        roles = _parse("roles", record.roles, None)
-        mask = 0
-        if streams.matches(self.stream) and self._names_a_role(roles):
-            mask = sum(1 << j for j, name in enumerate(self.attributes) if attributes.matches(name))
-        code = {"p": str(record.sign or "+").lower() in ("+", "positive"), "i": bool(record.immutable),
-                "g": bool(record.grant), "m": mask, **_tuple_part(tuples)}
-        return json.dumps(code, separators=(",", ":"))
+        # Parse every pattern before deciding anything, so a malformed one is always reported.
+        tuples = self._decided(self._tuple_parts, "tuples", record.tuples, "*", _tuple_part)
+        streams = self._decided(self._streams, "streams", record.streams, "*", lambda p: p.matches(self.stream))
+        attributes = self._decided(self._attribute_masks, "attributes", record.attributes, "*", self._mask)
+        roles = self._decided(self._role_lists, "roles", record.roles, None, self._names_a_role)
+        mask = attributes if streams and roles else 0
+        positive = str(record.sign or "+").lower() in ("+", "positive")
+        return (f'{{"p":{_json(positive)},"i":{_json(bool(record.immutable))},"g":{_json(bool(record.grant))},'
+                f'"m":{mask},{tuples}}}')
+
+    @staticmethod
+    def _decided(cache: dict, name: str, text: str | None, default: str | None, decide) -> object:  # type: ignore[no-untyped-def, type-arg]
+        if text in cache:
+            return cache[text]
+        value = cache[text] = decide(_parse(name, text, default))
+        return value
+
+    def _mask(self, pattern: Pattern) -> int:
+        return sum(1 << j for j, name in enumerate(self.attributes) if pattern.matches(name))
 
     def _names_a_role(self, pattern: Pattern) -> bool:
         """Does the role pattern name one of the user's roles? Sets probe the role set."""
@@ -97,6 +116,10 @@ class SpEncoder:
         return any(pattern.matches(role) for role in self.roles)
 
 
+def _json(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
 def _parse(name: str, text: str | None, default: str | None) -> Pattern:
     if text is None and default is None:
         raise MalformedSp(f"malformed {name} pattern (missing)")
@@ -106,8 +129,8 @@ def _parse(name: str, text: str | None, default: str | None) -> Pattern:
         raise MalformedSp(f"malformed {name} pattern {text}") from None
 
 
-def _tuple_part(pattern: Pattern) -> dict[str, object]:
-    """The tuple pattern as :func:`streamwarden.punctuation.decide.matches` reads it."""
+def _tuple_part(pattern: Pattern) -> str:
+    """The tuple pattern as :func:`streamwarden.punctuation.decide.matches` reads it (JSON members)."""
     if isinstance(pattern, Wildcard):
         kind, values = "any", ()
     elif isinstance(pattern, Empty):
@@ -122,9 +145,10 @@ def _tuple_part(pattern: Pattern) -> dict[str, object]:
         raise TypeError(f"unknown pattern {pattern!r}")
     texts = [str(v) for v in values]
     numbers = [_number(v) for v in values]
-    return {"k": kind, "ls": texts[0] if texts else None, "hs": texts[1] if len(texts) > 1 else None,
+    part = {"k": kind, "ls": texts[0] if texts else None, "hs": texts[1] if len(texts) > 1 else None,
             "ld": numbers[0] if numbers else None, "hd": numbers[1] if len(numbers) > 1 else None,
             "vs": texts, "vd": numbers}
+    return json.dumps(part, separators=(",", ":"))[1:-1]
 
 
 def _number(value: object) -> float | None:
