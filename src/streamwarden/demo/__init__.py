@@ -1,4 +1,4 @@
-"""``streamwarden demo``: role-based policies on a drill, then patients' own policies.
+"""``streamwarden demo``: role-based policies on a drill, patients' own policies, auditing tiers.
 
 Part one (role-based rewriting): three users with different roles query one drill.
 
@@ -7,7 +7,8 @@ the embedded catalog into a SQLite store, and for each user registers a continuo
 query, runs it over the data files as they are fed in micro-batches (progress shown),
 then prints the authorized graphs, the rows delivered and the rows withheld (what the
 same query would return without access control). Part two (security punctuations): see
-:mod:`streamwarden.demo.health`.
+:mod:`streamwarden.demo.health`. Part three (security levels): see
+:mod:`streamwarden.demo.cloud`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from streamwarden.catalog.store import CatalogStore, sqlite_url
 from streamwarden.datagen import generate_drill
 from streamwarden.engine.execute import build_job, read_sink, start_stream, unsecured_frame
 from streamwarden.engine.session import get_spark
+from streamwarden.demo.cloud import run_cloud_demo
 from streamwarden.demo.health import quiet_stderr, run_health_demo
 from streamwarden.passes import secure
 
@@ -92,4 +94,7 @@ def run_demo(workdir: Path, *, soldiers: int = 40, minutes: float = 20.0) -> int
     console.rule("[bold]security punctuations: patients stream their own policies (Fig. 6)")
     with quiet_stderr():  # PySpark's transformWithState worker prints every call on stderr
         run_health_demo(workdir, console)
+    console.rule("[bold]security levels: the cloud's auditing tiers behind a Chinese Wall")
+    with quiet_stderr():
+        run_cloud_demo(workdir, console)
     return 0
