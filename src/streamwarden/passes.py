@@ -41,6 +41,7 @@ class SecurityOptions:
     stats: Mapping[str, PolicyStats] = field(default_factory=dict)
     placement: str = "auto"  # of shields over selections: auto (cost rule), down or up
     level: str | Level | None = None  # the security level to run at (default: the user's clearance)
+    grants_decide: bool = False  # per-query grants guard the query (a shared network): see rewrite()
 
 
 def secure(catalog: Catalog, user: str, query: str | Node, options: SecurityOptions | None = None) -> Rewriting:
@@ -60,9 +61,10 @@ def secure(catalog: Catalog, user: str, query: str | Node, options: SecurityOpti
         on_result = parsed.on_result
         check_user(catalog, user)
         plan = bind_query(parsed, catalog)
-        rewriting = replace(rewrite(catalog, user, plan), query=query, on_result=on_result)
+        rewriting = replace(rewrite(catalog, user, plan, grants_decide=options.grants_decide), query=query,
+                            on_result=on_result)
     else:
-        rewriting = rewrite(catalog, user, query)
+        rewriting = rewrite(catalog, user, query, grants_decide=options.grants_decide)
     if on_result:
         plain = sorted({s.stream for s in sources(rewriting.plan) if not catalog.streams[s.stream].punctuated})
         if plain:

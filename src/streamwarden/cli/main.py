@@ -95,6 +95,15 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--provider", default=None, metavar="ATTR=VALUE",
                     help="for a stream punctuated_by ATTR: the provider these SPs belong to")
 
+    network = sub.add_parser("network", help="many users' queries on one shared network with privacy switches")
+    network_sub = network.add_subparsers(dest="network_command", required=True)
+    net_replay = network_sub.add_parser("replay", help="each user's rows of each query, by their access changes")
+    net_replay.add_argument("--catalog", required=True)
+    net_replay.add_argument("--queries", required=True, help="QUERIES.yaml: queries: [{id, users, query}]")
+    net_replay.add_argument("--access", required=True, help="access changes, JSON lines {ts, query, user, sign}")
+    net_replay.add_argument("--input", action="append", default=[], metavar="STREAM=PATH")
+    net_replay.add_argument("--output-dir", required=True, help="rows go to DIR/<user>/<query id>.jsonl")
+
     sub.add_parser("bench", help="run the benchmarks (same as make bench)")
     return parser
 
@@ -166,6 +175,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "action":
         return _action(args)
+    if args.command == "network":
+        return _network(args)
     if args.command == "sp":
         return _sp(args)
     if args.command == "demo":
@@ -178,6 +189,21 @@ def _dispatch(args: argparse.Namespace) -> int:
         runpy.run_module("bench.run", run_name="__main__")
         return 0
     raise AssertionError(args.command)
+
+
+def _network(args: argparse.Namespace) -> int:
+    from streamwarden import api
+    from streamwarden.engine.session import get_spark
+    from streamwarden.network.registry import load_access, load_queries
+    from streamwarden.network.replay import replay_network
+
+    catalog = api.load_catalog(args.catalog)
+    queries = load_queries(args.queries, catalog)
+    changes = load_access(args.access, queries)
+    written = replay_network(get_spark(), catalog, queries, changes, _inputs(args.input), args.output_dir)
+    for (user, query), count in sorted(written.items()):
+        print(f"{user}/{query}.jsonl: {count} rows", file=sys.stderr)
+    return 0
 
 
 def _sp(args: argparse.Namespace) -> int:

@@ -32,6 +32,8 @@ from streamwarden.engine.columns import SPARK_TYPES, compile_expr, physical_name
 
 POLICIES = "_policies"
 BUCKET = "__time_bucket"
+#: A row's event time, when asked for (Inputs.event_time): what access changes are timed against.
+EVENT = "_event"
 #: Arrival order of a relation's tuples (file, line), for [ROWS n] windows: ``R___arrival``.
 ARRIVAL = "_arrival"
 #: A tuple's place among the stream's visible tuples (replay of joins over [ROWS n]): ``R___rank``.
@@ -51,6 +53,7 @@ class Inputs:
     actions: DataFrame | None = None
     streaming: bool = False
     lattice: Lattice | None = None  # security levels in force: rows carry the LUB of their tuples' levels
+    event_time: bool = False  # rows carry EVENT: the later ts of their tuples (a window's end for aggregates)
 
 
 def compile_graph(root: Node, inputs: Inputs) -> DataFrame:
@@ -106,6 +109,7 @@ class _RowsWindows:
             *[_rows_value(a, f"__agg{i}").alias(a.name) for i, a in enumerate(node.aggregates)],
             *([F.col("_level").cast("array<int>").alias(ROW_LEVEL)] if lattice is not None else []),
             *([F.col(POLICIES)] if spec.policies else []),
+            *([F.timestamp_micros(F.col("ts")).alias(EVENT)] if self.inputs.event_time else []),
         )
 
     def rows_stream(self, ready: DataFrame, spec: "rows.RowsSpec", node: Aggregate) -> DataFrame:
@@ -246,6 +250,10 @@ class _Compiler(_RowsWindows):
         keep = [F.col(POLICIES)] if POLICIES in frame.columns else []
         if self.inputs.lattice is not None:
             keep.append(self.row_level(node.child, frame).alias(ROW_LEVEL))
+        if self.inputs.event_time:
+            times = [F.col(physical_name(f.relation, f.name)) for f in node.child.fields
+                     if f.name == "ts" and f.dtype == "timestamp" and f.relation]
+            keep.append((F.greatest(*times) if len(times) > 1 else times[0]).alias(EVENT))
         return frame.select(*[compile_expr(e).alias(name) for name, e in node.items], *keep)
 
     def join(self, node: Join) -> DataFrame:  # type: ignore[override]
@@ -328,6 +336,8 @@ class _Compiler(_RowsWindows):
         keep = [F.col(POLICIES)] if POLICIES in frame.columns else []
         if self.inputs.lattice is not None:
             keep.append(lub_from_parts(self.inputs.lattice.width).alias(ROW_LEVEL))
+        if self.inputs.event_time:
+            keep.append((F.col("__window.start") + F.expr(f"INTERVAL {_micros(size)} MICROSECONDS")).alias(EVENT))
         return grouped.select(
             F.col("__window.start").alias("window_start"),
             (F.col("__window.start") + F.expr(f"INTERVAL {_micros(size)} MICROSECONDS")).alias("window_end"),

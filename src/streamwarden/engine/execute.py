@@ -14,7 +14,7 @@ from datetime import datetime
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -24,7 +24,7 @@ from pyspark.sql.streaming import StreamingQuery
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.actions import actions_frame
 from streamwarden.engine.columns import physical_name
-from streamwarden.engine.compiler import POLICIES, Inputs, action_names, compile_graph
+from streamwarden.engine.compiler import EVENT, POLICIES, Inputs, action_names, compile_graph
 from streamwarden.engine.session import sql_conf
 from streamwarden.engine.sources import as_relation, ordered_input, read_input
 from streamwarden.errors import InputError, UnsupportedError
@@ -64,6 +64,8 @@ def output_frame(graph: AuthorizedGraph, frame: DataFrame, lattice: Lattice | No
     if lattice is not None and "level" not in names:
         columns.append(level_text(F.col(ROW_LEVEL), lattice).alias("level"))
     policies = F.col(POLICIES) if POLICIES in frame.columns else F.array().cast("array<string>")
+    if EVENT in frame.columns:
+        columns.append(F.col(EVENT))
     return frame.select(*columns, policies.alias(POLICIES), F.lit(graph.id).alias(GRAPH))
 
 
@@ -170,6 +172,7 @@ def build_job(
     lateness: str = "0 seconds",
     max_files_per_trigger: int | None = None,
     metrics_tag: str = "",
+    event_time: bool = False,
 ) -> Job:
     """Read the inputs and compile each deployed graph of ``rewriting``.
 
@@ -189,7 +192,7 @@ def build_job(
                             level=level, shepherd_counts=counts, metrics_tag=metrics_tag)  # type: ignore[arg-type]
     names = sorted({a for g in graphs for a in action_names(g.root)})
     actions = actions_frame(spark, store_url, names, dict(catalog.actions)) if names else None
-    context = Inputs(frames, actions, streaming, lattice)
+    context = Inputs(frames, actions, streaming, lattice, event_time)
     return Job(rewriting, [(graph, compile_graph(graph.root, context)) for graph in graphs],
                lattice, counts)  # type: ignore[arg-type]
 
@@ -224,13 +227,18 @@ def replay_rows(job: Job) -> Iterator[str]:
     frame = job.union()
     if frame is None:
         return
-    order = [F.col(GRAPH)] + [F.col(f"`{c}`") for c in frame.columns if c not in (GRAPH, POLICIES)]
     with input_errors():
-        rows = frame.orderBy(*order).toJSON().toLocalIterator()
+        rows = ordered_lines(frame)
         if job.rewriting.on_result:
             yield from spgen_lines(job.rewriting.on_result, earliest_result_time(job), rows)
         else:
             yield from rows
+
+
+def ordered_lines(frame: DataFrame) -> Iterator[str]:
+    """The frame's rows as JSON lines in a stable order (graph, then columns)."""
+    order = [F.col(GRAPH)] + [F.col(f"`{c}`") for c in frame.columns if c not in (GRAPH, POLICIES)]
+    return frame.orderBy(*order).toJSON().toLocalIterator()
 
 
 def earliest_result_time(job: Job) -> datetime | None:
@@ -250,12 +258,17 @@ def earliest_result_time(job: Job) -> datetime | None:
 
 def write_replay(job: Job, output: str | Path) -> int:
     """Write the replay result as JSON lines; returns the number of rows."""
+    return write_lines(replay_rows(job), output)
+
+
+def write_lines(lines: Iterable[str], output: str | Path) -> int:
+    """Write JSON lines to ``output`` atomically; returns how many."""
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     count = 0
     tmp = output.with_name(output.name + ".partial")
     with tmp.open("w", encoding="utf-8") as handle:
-        for line in replay_rows(job):
+        for line in lines:
             handle.write(line + "\n")
             count += 1
     tmp.replace(output)  # a failed replay never leaves a half-written result behind

@@ -73,12 +73,17 @@ class _Candidate:
     kind: str
 
 
-def rewrite(catalog: Catalog, user: str, query: str | Node) -> Rewriting:
-    """Rewrite ``query`` (CQL text or a bound plan) into authorized graphs for ``user``."""
+def rewrite(catalog: Catalog, user: str, query: str | Node, *, grants_decide: bool = False) -> Rewriting:
+    """Rewrite ``query`` (CQL text or a bound plan) into authorized graphs for ``user``.
+
+    ``grants_decide``: the query runs under per-query grants (a shared network's privacy
+    switches), so a stream no role policy names passes as it is; role policies, where
+    the catalog has them, still apply on top.
+    """
     check_user(catalog, user)
     plan = bind_query(parse_query(query), catalog) if isinstance(query, str) else query
     text = query if isinstance(query, str) else ""
-    rewriter = _Rewriter(Context(catalog, catalog.users[user]))
+    rewriter = _Rewriter(Context(catalog, catalog.users[user]), grants_decide)
     candidates, _ = rewriter.visit(plan)
     graphs = []
     for i, candidate in enumerate(candidates, start=1):
@@ -89,8 +94,8 @@ def rewrite(catalog: Catalog, user: str, query: str | Node) -> Rewriting:
     considered = {d.policy_id for d in rewriter.decisions}
     mine = {p.id: p for p in catalog.policies_for(user)}
     for stream in sorted({s.stream for s in walk(plan) if isinstance(s, Source)}):
-        if _decided_elsewhere(catalog, stream):
-            continue  # its SPs or the security levels alone decide
+        if _decided_elsewhere(catalog, stream, grants_decide):
+            continue  # its SPs, the security levels or the network's grants alone decide
         if not any(stream in mine[p].streams for p in considered if p in mine):
             notes.append(f"{stream}: none of {user}'s roles ({', '.join(sorted(catalog.effective_roles(user)))}) "
                          f"has a policy on this stream")
@@ -103,8 +108,9 @@ def check_user(catalog: Catalog, user: str) -> None:
 
 
 class _Rewriter:
-    def __init__(self, ctx: Context):
+    def __init__(self, ctx: Context, grants_decide: bool = False):
         self.ctx = ctx
+        self.grants_decide = grants_decide
         self.decisions: list[Decision] = []
 
     def visit(self, node: Node) -> tuple[list[_Candidate], Obj]:
@@ -121,11 +127,12 @@ class _Rewriter:
     def source(self, node: Source) -> tuple[list[_Candidate], Obj]:
         obj = Obj(((node.relation, node.stream),), ())
         catalog = self.ctx.catalog
-        if _decided_elsewhere(catalog, node.stream):
+        if _decided_elsewhere(catalog, node.stream, self.grants_decide):
             # Without role policies on a punctuated stream its SPs alone decide (the Security
             # Shield pass guards it, streamwarden.punctuation.placement); with security levels
             # in force, the levels do (streamwarden.levels.guard).
-            kind = "security punctuations" if catalog.streams[node.stream].punctuated else "security levels"
+            kind = ("security punctuations" if catalog.streams[node.stream].punctuated else
+                    "security levels" if catalog.lattice is not None else "query grants")
             return [_Candidate(node, kind)], obj
         views, decisions = sec_read(self.ctx, node, f"Sec_Read({node.relation})")
         self.decisions.extend(decisions)
@@ -170,11 +177,11 @@ class _Rewriter:
         return graphs, obj
 
 
-def _decided_elsewhere(catalog: Catalog, stream: str) -> bool:
-    """No role policy names ``stream``, and SPs or security levels guard it instead."""
+def _decided_elsewhere(catalog: Catalog, stream: str, grants_decide: bool = False) -> bool:
+    """No role policy names ``stream``, and SPs, security levels or query grants guard it instead."""
     if any(stream in p.streams for p in catalog.policies):
         return False
-    return catalog.streams[stream].punctuated or catalog.lattice is not None
+    return catalog.streams[stream].punctuated or catalog.lattice is not None or grants_decide
 
 
 def _combine(left: str, right: str) -> str:

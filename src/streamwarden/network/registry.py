@@ -1,0 +1,179 @@
+"""Registered queries (QUERIES.yaml) and access changes (JSON lines), validated with positions.
+
+``QUERIES.yaml``::
+
+    queries:
+      - {id: q1, users: [ann, bob], query: "SELECT s1.streamid FROM Stream1 AS s1 WHERE s1.speed < 30"}
+
+Access changes, one per line, in the order the authorization server issued them::
+
+    {"ts": "2026-03-01T10:05:00Z", "query": "q1", "user": "ann", "sign": "+"}
+
+A user receives a query's row exactly when their latest change for that query at or
+before the row's event time is a grant (a change at time t applies to rows at t; of two
+changes at the same time the later line wins). No grant yet means no access, and a user
+not listed for a query never receives it.
+
+    >>> from streamwarden.catalog.loader import load_catalog_text
+    >>> cat = load_catalog_text("streams: {S: {schema: {ts: timestamp, a: int}}}\\nusers: {ann: {}}")
+    >>> [q.id for q in load_queries_text("queries: [{id: q1, users: [ann], query: 'SELECT a FROM S'}]", cat)]
+    ['q1']
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import yaml
+
+from streamwarden.catalog.model import Catalog
+from streamwarden.errors import CatalogError, InputError, SourceText, Span, StreamwardenError
+from streamwarden.language.binder import bind_query
+from streamwarden.language.expressions import parse_timestamp
+from streamwarden.language.parser import parse_query
+
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+@dataclass(frozen=True)
+class RegisteredQuery:
+    """A continuous query of the network: its id, the users listed for it, its CQL text."""
+
+    id: str
+    users: tuple[str, ...]
+    query: str
+
+
+@dataclass(frozen=True)
+class AccessChange:
+    """A grant (``grant`` True) or revocation of ``user``'s access to ``query`` from ``ts`` on."""
+
+    ts: datetime
+    query: str
+    user: str
+    grant: bool
+    line: int = 0
+
+
+def load_queries(path: str | Path, catalog: Catalog) -> tuple[RegisteredQuery, ...]:
+    return load_queries_text(Path(path).read_text(encoding="utf-8"), catalog, str(path))
+
+
+def load_queries_text(text: str, catalog: Catalog, name: str = "<queries>") -> tuple[RegisteredQuery, ...]:
+    """Parse and check QUERIES.yaml: ids unique and usable as file names, users in the
+    catalog, every query valid CQL over the catalog's streams. Errors name file:line:col."""
+    source = SourceText(name, text)
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = mark.index if mark is not None else 0
+        raise CatalogError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", source, Span(at, at + 1)) from None
+
+    def fail(node: yaml.Node | None, message: str) -> CatalogError:
+        start = node.start_mark.index if node is not None else 0
+        end = node.end_mark.index if node is not None else 1
+        return CatalogError(message, source, Span(start, max(end, start + 1)))
+
+    entries = _mapping(root).get("queries") if root is not None else None
+    if not isinstance(entries, yaml.SequenceNode) or not entries.value:
+        raise fail(root, "the file must hold 'queries:', a list of {id, users, query}")
+    queries: list[RegisteredQuery] = []
+    for item in entries.value:
+        fields = _mapping(item)
+        unknown = sorted(set(fields) - {"id", "users", "query"})
+        if unknown or not isinstance(item, yaml.MappingNode):
+            raise fail(item, f"a query is {{id, users, query}}{'; unknown key ' + repr(unknown[0]) if unknown else ''}")
+        qid = _scalar(fields.get("id"))
+        if not qid or not _ID.fullmatch(qid):
+            raise fail(fields.get("id", item), f"query id {qid!r} must be letters, digits, '_', '.' or '-'")
+        if any(q.id == qid for q in queries):
+            raise fail(fields["id"], f"query id {qid!r} is registered twice")
+        users_node = fields.get("users")
+        if not isinstance(users_node, yaml.SequenceNode) or not users_node.value:
+            raise fail(users_node or item, f"query {qid} needs users: a list of user names")
+        users = tuple(_scalar(u) or "" for u in users_node.value)
+        for user, node in zip(users, users_node.value):
+            if user not in catalog.users:
+                raise fail(node, f"query {qid}: unknown user {user!r} (the catalog declares "
+                                 f"{', '.join(catalog.users) or 'no users'})")
+        query = _scalar(fields.get("query"))
+        if not query:
+            raise fail(fields.get("query", item), f"query {qid} needs its CQL text")
+        try:
+            bind_query(parse_query(query, f"{name} query {qid}"), catalog)
+        except StreamwardenError as exc:
+            raise fail(fields["query"], f"query {qid}: {str(exc).splitlines()[0]}") from None
+        queries.append(RegisteredQuery(qid, users, query))
+    return tuple(queries)
+
+
+def _mapping(node: yaml.Node | None) -> dict[str, yaml.Node]:
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {str(k.value): v for k, v in node.value}
+
+
+def _scalar(node: yaml.Node | None) -> str | None:
+    return str(node.value) if isinstance(node, yaml.ScalarNode) else None
+
+
+def load_access(path: str | Path, queries: Sequence[RegisteredQuery]) -> tuple[AccessChange, ...]:
+    """Read access changes; a broken line stops with its file:line and the record."""
+    known = {q.id for q in queries}
+    changes = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        changes.append(parse_access(line, where, known, number))
+    return tuple(changes)
+
+
+def parse_access(line: str, where: str, known: Iterable[str], number: int = 0) -> AccessChange:
+    try:
+        record: Any = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not JSON ({exc.msg}): {line}") from None
+    if not isinstance(record, dict):
+        raise InputError(f"{where}: an access change is a JSON object: {line}")
+    missing = [k for k in ("ts", "query", "user", "sign") if k not in record]
+    if missing:
+        raise InputError(f"{where}: access change lacks {', '.join(missing)}: {line}")
+    if record["sign"] not in ("+", "-"):
+        raise InputError(f"{where}: sign must be '+' (grant) or '-' (revoke), not {record['sign']!r}")
+    if str(record["query"]) not in set(known):
+        raise InputError(f"{where}: unknown query {record['query']!r} (registered: {', '.join(sorted(known))})")
+    try:
+        ts = parse_timestamp(str(record["ts"]))
+    except ValueError:
+        raise InputError(f"{where}: ts {record['ts']!r} is not an ISO-8601 timestamp") from None
+    return AccessChange(ts, str(record["query"]), str(record["user"]), record["sign"] == "+", number)
+
+
+def grant_intervals(changes: Sequence[AccessChange], query: str, user: str) -> list[tuple[datetime, datetime | None]]:
+    """The [from, to) periods in which ``user`` may see ``query``'s rows (to None: still open)."""
+    ordered = sorted((c for c in changes if c.query == query and c.user == user), key=lambda c: (c.ts, c.line))
+    latest: dict[datetime, bool] = {}
+    for change in ordered:  # of several changes at one instant, the last one issued holds
+        latest[change.ts] = change.grant
+    periods: list[tuple[datetime, datetime | None]] = []
+    opened: datetime | None = None
+    for ts, grant in sorted(latest.items()):
+        if grant and opened is None:
+            opened = ts
+        elif not grant and opened is not None:
+            periods.append((opened, ts))
+            opened = None
+    if opened is not None:
+        periods.append((opened, None))
+    return periods
+
+
+__all__ = ["AccessChange", "RegisteredQuery", "grant_intervals", "load_access", "load_queries", "load_queries_text",
+           "parse_access"]
