@@ -110,7 +110,7 @@ class CatalogStore:
             raise CatalogError(f"the store {self.url} holds no catalog: load one with 'streamwarden check FILE --store URL'")
         catalog = load_catalog_text(row.text, row.name)
         return Catalog(catalog.streams, catalog.roles, catalog.users, self.actions(), catalog.policies,
-                       catalog.name, catalog.text)
+                       catalog.name, catalog.text, catalog.lattice)
 
     def actions(self) -> dict[str, Action]:
         with self.engine.connect() as conn:
