@@ -43,15 +43,19 @@ def _parser() -> argparse.ArgumentParser:
 
     def query_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--catalog", required=True)
-        p.add_argument("--user", required=True)
-        p.add_argument("--query", required=True, help="the CQL query")
+        p.add_argument("--user", required=p.prog.split()[-1] != "explain")
+        p.add_argument("--query", required=p.prog.split()[-1] != "explain", help="the CQL query")
         p.add_argument("--join-strategy", choices=("adaptive", "probe-and-filter", "filter-and-probe"),
                        default="adaptive", help="SCJoin strategy for joins of punctuated streams (same rows)")
         p.add_argument("--level", default=None, metavar='"[1, ⊥]"',
                        help="security level to run at (default: the user's clearance; never above it)")
 
-    explain = sub.add_parser("explain", help="show the authorized graphs of a query")
+    explain = sub.add_parser("explain", help="show the authorized graphs of a query (or, with --network, the "
+                                             "shared network of registered queries)")
     query_args(explain)
+    explain.add_argument("--network", default=None, metavar="QUERIES.yaml",
+                         help="explain the shared-operator network of these queries instead (--user/--query unused)")
+    explain.add_argument("--render", default=None, metavar="FILE.png|FILE.svg", help="with --network: draw it")
     explain.add_argument("--format", choices=("text", "json"), default="text")
     explain.add_argument("--input", action="append", default=[], metavar="STREAM=PATH",
                          help="inputs whose policy statistics the adaptive SCJoin decides by")
@@ -75,6 +79,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--available-now", action="store_true", help="process what is there, then stop")
     run.add_argument("--into", default=None, metavar="STREAM",
                      help="the stream the results are written into (must be at the query's level)")
+
+    for verb in ("grant", "revoke"):
+        change = sub.add_parser(verb, help=f"{verb} a user's access to a registered query of a running network")
+        change.add_argument("--query", required=True)
+        change.add_argument("--user", required=True)
+        change.add_argument("--ts", default=None, help="from when (ISO-8601; default: now)")
+        change.add_argument("--store", default=DEFAULT_STORE)
 
     action = sub.add_parser("action", help="update an action in the live store (start, end, target)")
     action.add_argument("name")
@@ -103,6 +114,20 @@ def _parser() -> argparse.ArgumentParser:
     net_replay.add_argument("--access", required=True, help="access changes, JSON lines {ts, query, user, sign}")
     net_replay.add_argument("--input", action="append", default=[], metavar="STREAM=PATH")
     net_replay.add_argument("--output-dir", required=True, help="rows go to DIR/<user>/<query id>.jsonl")
+    net_run = network_sub.add_parser("run", help="run the whole network continuously as one Spark streaming query")
+    net_run.add_argument("--catalog", required=True)
+    net_run.add_argument("--queries", required=True)
+    net_run.add_argument("--input", action="append", default=[], metavar="STREAM=DIR")
+    net_run.add_argument("--output-dir", required=True, help="rows go to DIR/<user>/<query id>/")
+    net_run.add_argument("--store", default=DEFAULT_STORE, help="where grants and revocations are kept")
+    net_run.add_argument("--checkpoint", default=None, help="default: DIR/_checkpoint")
+    net_run.add_argument("--trigger", default="2 seconds")
+    net_run.add_argument("--available-now", action="store_true", help="process what is there, then stop")
+    net_explain = network_sub.add_parser("explain", help="the shared-operator network, its common prefix and switches")
+    net_explain.add_argument("--catalog", required=True)
+    net_explain.add_argument("--queries", required=True)
+    net_explain.add_argument("--format", choices=("text", "dot"), default="text")
+    net_explain.add_argument("--render", default=None, metavar="FILE.png|FILE.svg", help="also draw the network")
 
     sub.add_parser("bench", help="run the benchmarks (same as make bench)")
     return parser
@@ -138,6 +163,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "explain":
         from streamwarden.explain import explain_json, explain_text
 
+        if args.network:
+            args.queries, args.format = args.network, ("dot" if args.format == "json" else "text")
+            return _network_explain(args)
+        if not args.user or not args.query:
+            raise StreamwardenError("explain needs --user and --query (or --network QUERIES.yaml)")
         catalog = api.load_catalog(args.catalog)
         rewriting = api.authorize(catalog, args.user, args.query, join_strategy=args.join_strategy,
                                   inputs=_inputs(args.input), level=args.level)
@@ -177,6 +207,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _action(args)
     if args.command == "network":
         return _network(args)
+    if args.command in ("grant", "revoke"):
+        from streamwarden.network.authorization import AuthorizationServer
+
+        server = AuthorizationServer(args.store)
+        (server.grant if args.command == "grant" else server.revoke)(args.query, args.user, args.ts)
+        print(f"{args.command}: {args.user} on {args.query} recorded in {server.store.url}", file=sys.stderr)
+        return 0
     if args.command == "sp":
         return _sp(args)
     if args.command == "demo":
@@ -191,7 +228,50 @@ def _dispatch(args: argparse.Namespace) -> int:
     raise AssertionError(args.command)
 
 
+def _network_run(args: argparse.Namespace) -> int:
+    from streamwarden import api
+    from streamwarden.engine.execute import input_errors
+    from streamwarden.engine.session import get_spark
+    from streamwarden.network.registry import load_queries
+    from streamwarden.network.spark_runner import SharedNetworkRun
+
+    catalog = api.load_catalog(args.catalog)
+    queries = load_queries(args.queries, catalog)
+    checkpoint = args.checkpoint or str(Path(args.output_dir) / "_checkpoint")
+    run = SharedNetworkRun(get_spark(), catalog, queries, _inputs(args.input), args.output_dir, args.store,
+                           checkpoint)
+    stream = run.start(trigger=args.trigger, available_now=args.available_now)
+    print(f"network of {len(queries)} queries running as {stream.id}; grant/revoke with --store {args.store} "
+          "(Ctrl-C to stop)", file=sys.stderr)
+    try:
+        with input_errors():
+            stream.awaitTermination()
+    finally:
+        if stream.isActive:
+            stream.stop()
+    return 0
+
+
+def _network_explain(args: argparse.Namespace) -> int:
+    from streamwarden import api
+    from streamwarden.network.draw import draw
+    from streamwarden.network.optimizer import network_text, shared_network
+    from streamwarden.network.registry import load_queries
+    from streamwarden.network.switches import place_switches
+
+    catalog = api.load_catalog(args.catalog)
+    placed = place_switches(shared_network(catalog, load_queries(args.queries, catalog)).network)
+    print(placed.to_dot() if args.format == "dot" else network_text(placed), end="")
+    if args.render:
+        print(f"drawn to {draw(placed, args.render, title=Path(args.queries).name)}", file=sys.stderr)
+    return 0
+
+
 def _network(args: argparse.Namespace) -> int:
+    if args.network_command == "explain":
+        return _network_explain(args)
+    if args.network_command == "run":
+        return _network_run(args)
     from streamwarden import api
     from streamwarden.engine.session import get_spark
     from streamwarden.network.registry import load_access, load_queries
