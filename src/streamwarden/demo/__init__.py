@@ -8,7 +8,8 @@ query, runs it over the data files as they are fed in micro-batches (progress sh
 then prints the authorized graphs, the rows delivered and the rows withheld (what the
 same query would return without access control). Part two (security punctuations): see
 :mod:`streamwarden.demo.health`. Part three (security levels): see
-:mod:`streamwarden.demo.cloud`.
+:mod:`streamwarden.demo.cloud`. Part four (shared networks with privacy switches): see
+:mod:`streamwarden.demo.network`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from streamwarden.engine.execute import build_job, read_sink, start_stream, unse
 from streamwarden.engine.session import get_spark
 from streamwarden.demo.cloud import run_cloud_demo
 from streamwarden.demo.health import quiet_stderr, run_health_demo
+from streamwarden.demo.network import run_network_demo
 from streamwarden.passes import secure
 
 QUERIES = [
@@ -97,4 +99,7 @@ def run_demo(workdir: Path, *, soldiers: int = 40, minutes: float = 20.0) -> int
     console.rule("[bold]security levels: the cloud's auditing tiers behind a Chinese Wall")
     with quiet_stderr():
         run_cloud_demo(workdir, console)
+    console.rule("[bold]shared operators with privacy switches: access granted and revoked while queries run")
+    with quiet_stderr():
+        run_network_demo(workdir, console)
     return 0
