@@ -60,7 +60,7 @@ class SharedNetworkRun:
 
     def __init__(self, spark: SparkSession, catalog: Catalog, queries: Sequence[RegisteredQuery],
                  inputs: Mapping[str, str | Path], output_dir: str | Path, store_url: str,
-                 checkpoint: str | Path):
+                 checkpoint: str | Path, *, switches: bool = True):
         self.spark = spark
         self.catalog = catalog
         self.queries = {q.id: q for q in queries}
@@ -71,6 +71,7 @@ class SharedNetworkRun:
         self.output = Path(output_dir)
         self.checkpoint = Path(checkpoint)
         self.state_root = self.checkpoint / "network-state"
+        self.switches = switches  # False: every branch runs, only the outputs are filtered (post-filtering)
         self.counters: Counter[str] = Counter()  # vertex id -> micro-batches in which it ran
         self._cached: list[DataFrame] = []
         self.horizon = self._horizon()
@@ -131,7 +132,7 @@ class SharedNetworkRun:
             lo, hi = _utc(span["lo"]), _utc(span["hi"])
             changes = self.server.changes()
             state = _State(self.spark, self.state_root, batch_id)
-            opened = {q: self._open(q, changes, lo, hi) for q in self.queries}
+            opened = {q: not self.switches or self._open(q, changes, lo, hi) for q in self.queries}
             deltas: dict[str, DataFrame | None] = {}
             for vid in self.shared.network.topological_order():
                 deltas[vid] = self._vertex(vid, batch, deltas, opened, state, hi)
