@@ -51,7 +51,7 @@ def replay_network(spark: SparkSession, catalog: Catalog, queries: Sequence[Regi
             if frame is None:
                 written[(user, q.id)] = write_lines([], target)
                 continue
-            delivered = frame.filter(_within(periods)).drop(EVENT)
+            delivered = frame.filter(within_periods(periods)).drop(EVENT)
             with input_errors():
                 written[(user, q.id)] = write_lines(ordered_lines(delivered), target)
     return written
@@ -64,7 +64,8 @@ def _rows(spark: SparkSession, catalog: Catalog, q: RegisteredQuery, user: str,
     return build_job(spark, catalog, rewriting, used or inputs, streaming=False, event_time=True).union()
 
 
-def _within(periods: list) -> Column:  # type: ignore[type-arg]
+def within_periods(periods: list) -> Column:  # type: ignore[type-arg]
+    """TRUE for the rows whose event time falls in one of the [from, to) grant periods."""
     condition = F.lit(False)
     for start, end in periods:
         inside = F.col(EVENT) >= F.lit(start)
@@ -79,4 +80,4 @@ def _has_role_policies(catalog: Catalog, q: RegisteredQuery) -> bool:
     return any(set(p.streams) & streams for p in catalog.policies)
 
 
-__all__ = ["replay_network"]
+__all__ = ["replay_network", "within_periods"]

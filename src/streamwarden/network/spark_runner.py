@@ -42,6 +42,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.columns import compile_expr, physical_name
+from streamwarden.engine.compiler import EVENT
 from streamwarden.engine.execute import iso_timestamp
 from streamwarden.engine.sources import read_input
 from streamwarden.errors import UnsupportedError
@@ -49,10 +50,11 @@ from streamwarden.network.authorization import AuthorizationServer
 from streamwarden.network.dag import Kind
 from streamwarden.network.optimizer import SharedPlan, shared_network
 from streamwarden.network.registry import AccessChange, RegisteredQuery, grant_intervals
+from streamwarden.network.replay import within_periods
 from streamwarden.network.switches import PlacedNetwork, SwitchKind, place_switches
 from streamwarden.plan.nodes import Filter, Join, Node, Project, Source
 
-STREAM, TS, EVENT = "_stream", "_ts", "_event"
+STREAM, TS = "_stream", "_ts"
 
 
 class SharedNetworkRun:
@@ -228,11 +230,7 @@ class SharedNetworkRun:
                 target = self.output / user / query / f"batch={batch_id:010d}"
                 if not periods:
                     continue
-                within = F.lit(False)
-                for start, end in periods:
-                    within = within | ((F.col(EVENT) >= F.lit(start)) & (F.lit(True) if end is None
-                                                                          else F.col(EVENT) < F.lit(end)))
-                (out.filter(within).drop(EVENT).write.mode("overwrite").option("ignoreNullFields", "false")
+                (out.filter(within_periods(periods)).drop(EVENT).write.mode("overwrite").option("ignoreNullFields", "false")
                  .json(str(target)))
         finally:
             out.unpersist()
