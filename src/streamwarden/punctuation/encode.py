@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Iterable, NamedTuple, Sequence
 
 from streamwarden.errors import StreamwardenError, UnsupportedError
@@ -89,7 +90,12 @@ class SpEncoder:
         tuples = self._decided(self._tuple_parts, "tuples", record.tuples, "*", _tuple_part)
         streams = self._decided(self._streams, "streams", record.streams, "*", lambda p: p.matches(self.stream))
         attributes = self._decided(self._attribute_masks, "attributes", record.attributes, "*", self._mask)
-        roles = self._decided(self._role_lists, "roles", record.roles, None, self._names_a_role)
+        roles = self._role_lists.get(record.roles)
+        if roles is None:
+            names = _plain_set(record.roles)  # most role lists: {R1, R2, ...}, decided without the tokenizer
+            roles = (self._names_a_role(SetOf(names)) if names is not None else
+                     self._decided(self._role_lists, "roles", record.roles, None, self._names_a_role))
+            self._role_lists[record.roles] = roles
         mask = attributes if streams and roles else 0
         positive = str(record.sign or "+").lower() in ("+", "positive")
         return (f'{{"p":{_json(positive)},"i":{_json(bool(record.immutable))},"g":{_json(bool(record.grant))},'
@@ -114,6 +120,19 @@ class SpEncoder:
             # "1" and "1.0" are the same role only as numbers.
             return bool(self._numeric_roles) and any(_number(v) in self._numeric_roles for v in values)
         return any(pattern.matches(role) for role in self.roles)
+
+
+_PLAIN_SET = re.compile(r"\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)\s*\}")
+
+
+def _plain_set(text: str | None) -> tuple[str, ...] | None:
+    """The names of a set pattern of plain identifiers (what the pattern parser would give), else None."""
+    if text is None:
+        return None
+    match = _PLAIN_SET.fullmatch(text.strip())
+    if match is None:
+        return None
+    return tuple(part.strip() for part in match.group(1).split(","))
 
 
 def _json(flag: bool) -> str:
