@@ -93,15 +93,18 @@ def replay_rows(frame: DataFrame, spec: RowsSpec) -> DataFrame:
         window = order.rowsBetween(-(spec.n - 1), 0)
         aggs = [_agg(f, F.when(q, F.col(arg(i)))).over(window).alias(name)
                 for i, (name, f) in enumerate(zip(spec.names, spec.funcs))]
-        if spec.level_width:
-            for k in range(spec.level_width):
-                company = F.when(q & (F.col(f"{LEVEL_PART}{k}") != 0), F.col(f"{LEVEL_PART}{k}"))
-                level_out.append(_level_entry(F.min(company).over(window), F.max(company).over(window)))
-        extra = [F.array(*level_out).alias("_level")] if level_out else []
+        bounds = []  # each window function once: Spark would evaluate a repeated one again per use
+        for k in range(spec.level_width):
+            company = F.when(q & (F.col(f"{LEVEL_PART}{k}") != 0), F.col(f"{LEVEL_PART}{k}"))
+            bounds += [F.min(company).over(window).alias(f"__lo{k}"), F.max(company).over(window).alias(f"__hi{k}")]
+            level_out.append(_level_entry(F.col(f"__lo{k}"), F.col(f"__hi{k}")))
+        extra = []
         if spec.policies:
             extra.append(F.sort_array(F.array_distinct(F.flatten(
                 F.collect_list(F.when(q, F.col(POLICIES))).over(window)))).alias(POLICIES))
-        return frame.select(F.col(T).alias("ts"), *aggs, *extra)
+        windowed = frame.select(F.col(T).alias("ts"), *aggs, *bounds, *extra)
+        return windowed.select("ts", *spec.names, *([F.array(*level_out).alias("_level")] if level_out else []),
+                               *([F.col(POLICIES)] if spec.policies else []))
     numbered = frame.withColumn(RN, F.row_number().over(order))
     arrivals = numbered.select(F.col(RN).alias(ARRIVING), F.col(T).alias("ts"))
     # Each qualifying tuple counts for the n arrivals whose windows hold it (itself and the n - 1 after it).
