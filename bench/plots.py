@@ -1,9 +1,9 @@
 """The benchmark's PNG plots (matplotlib, Agg backend: no display needed).
 
 Each function takes the plain-data results of :mod:`bench.rewriting`,
-:mod:`bench.runtime` or :mod:`bench.punctuation` and writes one file. PNGs are saved
-without the "Software" metadata so that re-running with the same numbers gives the
-same bytes.
+:mod:`bench.runtime`, :mod:`bench.punctuation` or :mod:`bench.levels` and writes one
+file. PNGs are saved without the "Software" metadata so that re-running with the same
+numbers gives the same bytes.
 """
 
 from __future__ import annotations
@@ -274,8 +274,93 @@ def sp_scjoin(results: dict[str, Any], path: Path) -> None:
     _save(fig, path)
 
 
+def levels_throughput(results: dict[str, Any], path: Path) -> None:
+    """Input tuples per second, unsecured and secured at one level, per query; the 0.9× target."""
+    narrow, top = results["settings"]["narrow_level"], "[T, T]"
+    points = results["throughput"]
+    series = (("unsecured", "unsecured", "tab:gray"), (f"secured {top}", f"secured at {top}", "tab:blue"),
+              (f"secured {narrow}", f"secured at {narrow}", "tab:green"))
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    width = 0.8 / len(series)
+    for i, (name, label, color) in enumerate(series):
+        x = [j + (i - 1) * width for j in range(len(points))]
+        ax.bar(x, [p["rows_per_s"][name] / 1000 for p in points], width, color=color, label=label)
+    for j, p in enumerate(points):  # the target: 0.9× the unsecured rate
+        target = 0.9 * p["rows_per_s"]["unsecured"] / 1000
+        ax.plot([j - 1.5 * width, j + 1.5 * width], [target, target], "k--", lw=1,
+                label="target: 0.9× unsecured" if j == 0 else None)
+    ax.set_xticks(range(len(points)), labels=[_level_query_label(p) for p in points])
+    ax.set_ylabel("input tuples per second of wall time (thousands)")
+    ax.set_title("Secured at one level vs unsecured (replay, higher is better)")
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    _save(fig, path)
+
+
+def _level_query_label(p: dict[str, Any]) -> str:
+    window = p["window"]
+    if isinstance(window, int):
+        return f"{p['shape']}\n[ROWS {window}]"
+    if isinstance(window, str):
+        return f"{p['shape']}\n[RANGE {window}]"
+    return "selection"
+
+
+def levels_windows(results: dict[str, Any], path: Path) -> None:
+    """ms per 1,000 tuples of the same aggregate over [ROWS n] (left) and [RANGE d] (right)."""
+    points, top = results["windows"], "[T, T]"
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for ax, counted in zip(axes, (True, False)):
+        for shape, style, face in (("count", "-", None), ("per service", "--", "white")):
+            rows = [p for p in points if p["shape"] == shape and isinstance(p["window"], int) == counted]
+            if not rows:
+                continue
+            labels = [str(p["window"]) for p in rows]
+            for name, marker, color in (("unsecured", "s", "tab:gray"), (f"secured {top}", "o", "tab:blue")):
+                ax.plot(labels, [p["ms_per_1000"][name] for p in rows], style, marker=marker, color=color,
+                        mfc=face or color, label=f"{shape}, {name}")
+        ax.set_xlabel("[ROWS n]: n" if counted else "[RANGE d]: d")
+        ax.set_title("count-based windows" if counted else "event-time windows (tumbling)")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("ms per 1,000 input tuples (execution wall time)")
+    axes[0].set_ylim(bottom=0)
+    axes[1].legend(fontsize=8)
+    fig.suptitle("The same aggregate over [ROWS n] and [RANGE d] (lower is better)")
+    _save(fig, path)
+
+
+def levels_processors(results: dict[str, Any], path: Path) -> None:
+    """Cost of one processor per level against the levels in use, with the fitted lines."""
+    in_use = results["levels_in_use"]
+    points, fits = in_use["points"], in_use["fits"]
+    ks = [p["k"] for p in points]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    panels = ((axes[0], (("wall_s", "wall time", "tab:gray"), ("cpu_s", "CPU time, all processes", "tab:blue"),
+                         ("jvm_cpu_s", "CPU time, Spark JVM", "tab:cyan")), 1.0, "seconds"),
+              (axes[1], (("peak_rss_bytes", "peak RSS, process tree", "tab:purple"),
+                         ("peak_heap_bytes", "peak JVM heap", "tab:orange"),
+                         ("live_heap_bytes", "JVM heap after GC (max)", "tab:red")), 2**20, "MiB"))
+    line = [0, max(ks)]
+    for ax, series, scale, unit in panels:
+        for metric, label, color in series:
+            ax.plot(ks, [p[metric] / scale for p in points], "o", color=color, label=label)
+            fit = fits[metric]
+            if not math.isnan(fit["b"]):
+                ax.plot(line, [(fit["a"] + fit["b"] * k) / scale for k in line], "-", color=color, alpha=0.6, lw=1)
+        ax.set_xlabel("levels in use (one processor each)")
+        ax.set_ylabel(unit)
+        ax.set_xticks(ks)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0].set_title("Time (lines: least-squares fit a + b·k)")
+    axes[1].set_title("Memory")
+    fig.suptitle(f"One processor per level: {in_use['query']}", fontsize=9)
+    _save(fig, path)
+
+
 def all_plots(rewriting: dict[str, Any] | None, runtime: dict[str, Any] | None, out: Path,
-              punctuation: dict[str, Any] | None = None) -> list[str]:
+              punctuation: dict[str, Any] | None = None, levels: dict[str, Any] | None = None) -> list[str]:
     """Write every plot whose data exists; returns the file names written."""
     written = []
     if rewriting:
@@ -297,4 +382,9 @@ def all_plots(rewriting: dict[str, Any] | None, runtime: dict[str, Any] | None, 
         if punctuation["joins"]:
             sp_scjoin(punctuation, out / "sp_scjoin.png")
             written.append("sp_scjoin.png")
+    if levels:
+        levels_throughput(levels, out / "levels_throughput.png")
+        levels_windows(levels, out / "levels_windows.png")
+        levels_processors(levels, out / "levels_processors.png")
+        written += ["levels_throughput.png", "levels_windows.png", "levels_processors.png"]
     return written

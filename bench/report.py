@@ -297,7 +297,7 @@ def _minutes(value: object) -> str | None:
 
 def _runs_line(runs: dict[str, dict[str, Any]]) -> str:
     """Which command produced each experiment's numbers, and how long it took."""
-    numbers = {"rewriting": "1", "runtime": "2", "punctuation": "3"}
+    numbers = {"rewriting": "1", "runtime": "2", "punctuation": "3", "levels": "4"}
     groups: dict[tuple[str, str, str, str], list[str]] = {}
     for name in numbers:
         run = runs.get(name)
@@ -319,13 +319,15 @@ def _runs_line(runs: dict[str, dict[str, Any]]) -> str:
 
 
 def render(*, machine: dict[str, Any], runs: dict[str, dict[str, Any]], rewriting: dict[str, Any] | None,
-           runtime: dict[str, Any] | None, punctuation: dict[str, Any] | None = None, notes: list[str]) -> str:
+           runtime: dict[str, Any] | None, punctuation: dict[str, Any] | None = None,
+           levels: dict[str, Any] | None = None, notes: list[str]) -> str:
     """The whole README.md."""
-    # Experiment 3's section lives in its own module, which builds on the helpers above.
+    # Experiments 3 and 4 have their sections in their own modules, which build on the helpers above.
+    from bench.report_levels import levels_checks, levels_section
     from bench.report_punctuation import punctuation_checks, punctuation_section
 
     checks = ((rewriting_checks(rewriting) if rewriting else []) + (runtime_checks(runtime) if runtime else [])
-              + (punctuation_checks(punctuation) if punctuation else []))
+              + (punctuation_checks(punctuation) if punctuation else []) + (levels_checks(levels) if levels else []))
     out = [
         "# streamwarden benchmarks",
         "",
@@ -335,7 +337,9 @@ def render(*, machine: dict[str, Any], runs: dict[str, dict[str, Any]], rewritin
         "`results.json`. Papers: Carminati, Ferrari, Cao, Tan, *A Framework to Enforce Access "
         "Control over Data Streams*, TISSEC 2010, §6 (experiments 1–2); Nehme, Rundensteiner, Bertino, "
         "*A Security Punctuation Framework for Enforcing Access Control on Streaming Data*, ICDE 2008, §6 "
-        "(experiment 3). The papers' figures are not available as numbers; their text gives the values and "
+        "(experiment 3); Ray, Adaikkalavan, Xie, Gamble, *Stream Processing with Secure Information Flow "
+        "Constraints*, DBSec 2015 (experiment 4, measured against issue 4's performance targets). "
+        "The papers' figures are not available as numbers; their text gives the values and "
         "bounds quoted below.",
         "",
         "## Machine",
@@ -356,4 +360,6 @@ def render(*, machine: dict[str, Any], runs: dict[str, dict[str, Any]], rewritin
         out.append(_runtime_section(runtime))
     if punctuation:
         out.append(punctuation_section(punctuation))
+    if levels:
+        out.append(levels_section(levels))
     return "\n".join(out).rstrip() + "\n"

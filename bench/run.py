@@ -6,7 +6,7 @@
 
 Everything runs in this one process: the rewriting benchmark first (pure Python), then
 the Spark benchmarks on ``streamwarden.engine.session.get_spark()``: runtime on the drill
-scenario, then security punctuations. Outputs: ``README.md`` (the report),
+scenario, security punctuations, security levels, then shared networks. Outputs: ``README.md`` (the report),
 ``results.json`` (raw numbers) and the PNG plots. With ``--only``, the experiments not
 run are carried over from the existing ``results.json``, so the report stays whole.
 """
@@ -23,13 +23,16 @@ from typing import Any
 
 from bench import machine as machine_info
 from bench import observations, plots, report
+from bench import levels as levels_bench
+from bench import network_sim as network_sim_bench
+from bench import network_spark as network_spark_bench
 from bench import punctuation as punctuation_bench
 from bench import rewriting as rewriting_bench
 from bench import runtime as runtime_bench
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
-EXPERIMENTS = ("rewriting", "runtime", "punctuation")
+EXPERIMENTS = ("rewriting", "runtime", "punctuation", "levels", "network_sim", "network_spark")
 
 
 def _log(message: str) -> None:
@@ -89,7 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         results["rewriting"] = rewriting_bench.run(settings, log=_log)
         record("rewriting", began)
 
-    if args.only in (None, "runtime", "punctuation"):
+    if args.only in (None, "network_sim"):  # pure Python, like the rewriting benchmark
+        _log("experiment 5: shared operator networks with privacy switches, simulated (Figs. 8-9)")
+        began = time.perf_counter()
+        settings_ns = network_sim_bench.Settings.quick() if args.quick else network_sim_bench.Settings()
+        results["network_sim"] = network_sim_bench.run(settings_ns, log=_log)
+        record("network_sim", began)
+
+    if args.only in (None, "runtime", "punctuation", "levels", "network_spark"):
         _log("starting Spark")
         from streamwarden.engine.session import get_spark  # Spark only when needed
 
@@ -107,6 +117,18 @@ def main(argv: list[str] | None = None) -> int:
             settings_sp = punctuation_bench.Settings.quick() if args.quick else punctuation_bench.Settings()
             results["punctuation"] = punctuation_bench.run(spark, settings_sp, log=_log)
             record("punctuation", began)
+        if args.only in (None, "levels"):
+            _log("experiment 4: security levels (one processor per level)")
+            began = time.perf_counter()
+            settings_lv = levels_bench.Settings.quick() if args.quick else levels_bench.Settings()
+            results["levels"] = levels_bench.run(spark, settings_lv, log=_log)
+            record("levels", began)
+        if args.only in (None, "network_spark"):
+            _log("experiment 6: shared operator networks with privacy switches, on Spark")
+            began = time.perf_counter()
+            settings_nk = network_spark_bench.Settings.quick() if args.quick else network_spark_bench.Settings()
+            results["network_spark"] = network_spark_bench.run(spark, settings_nk, log=_log)
+            record("network_spark", began)
 
     duration = time.perf_counter() - started
     (args.output / "results.json").write_text(json.dumps(_json_safe({
@@ -148,13 +170,28 @@ def _from_json(value: Any) -> Any:
 
 def _write_outputs(out: Path, info: dict[str, Any], results: dict[str, dict[str, Any] | None],
                    runs: dict[str, dict[str, Any]]) -> None:
-    rewriting, runtime, punctuation = (results.get(name) for name in EXPERIMENTS)
+    rewriting, runtime, punctuation, levels = (results.get(name) for name in EXPERIMENTS[:4])
     notes = ((observations.rewriting(rewriting) if rewriting else [])
              + (observations.runtime(runtime) if runtime else [])
-             + (observations.punctuation(punctuation) if punctuation else []))
-    written = plots.all_plots(rewriting, runtime, out, punctuation)
+             + (observations.punctuation(punctuation) if punctuation else [])
+             + (observations.levels(levels) if levels else []))
+    written = plots.all_plots(rewriting, runtime, out, punctuation, levels)
     text = report.render(machine=info, runs=runs, rewriting=rewriting, runtime=runtime, punctuation=punctuation,
-                         notes=notes)
+                         levels=levels, notes=notes)
+    network_sim = results.get("network_sim")
+    if network_sim:  # experiment 5 renders its own section (with its own targets table) and plots
+        from bench.plots_network_sim import network_sim_plots
+        from bench.report_network_sim import network_sim_section
+
+        written += network_sim_plots(network_sim, out)
+        text = text.rstrip() + "\n\n" + network_sim_section(network_sim, runs.get("network_sim")).rstrip() + "\n"
+    network_spark = results.get("network_spark")
+    if network_spark:  # experiment 6: the same scenarios on Spark, right after the simulation
+        from bench.plots_network_spark import network_spark_plots
+        from bench.report_network_spark import network_spark_section
+
+        written += network_spark_plots(network_spark, out)
+        text = text.rstrip() + "\n\n" + network_spark_section(network_spark, runs.get("network_spark")).rstrip() + "\n"
     (out / "README.md").write_text(text, encoding="utf-8")
     _log(f"wrote {out / 'README.md'}, results.json and {', '.join(written)}")
 
