@@ -188,12 +188,12 @@ class SharedNetworkRun:
         if not sites or delta is None:
             return delta
         key = f"gate-{tail}-{head}"
-        kept = state.load(key, delta.schema)
+        kept = state.load(key, delta.schema) if self.horizon else None
         if not any(opened[s.query] for s in sites):
-            state.save(key, _recent(kept.unionByName(delta), now, self.horizon) if self.horizon else None)
+            if self.horizon:
+                state.save(key, _recent(delta if kept is None else kept.unionByName(delta), now, self.horizon))
             return None
-        state.save(key, None)
-        return kept.unionByName(delta) if self.horizon else delta
+        return delta if kept is None else kept.unionByName(delta)  # hand over what was kept while off
 
     def _operator(self, vid: str, node: Node, inputs: list[DataFrame], state: "_State", now: datetime) -> DataFrame:
         if isinstance(node, Filter):
@@ -212,9 +212,12 @@ class SharedNetworkRun:
         """New pairs: new left × (kept ∪ new) right, plus kept left × new right."""
         kept_left, kept_right = state.load(f"{vid}-left", left.schema), state.load(f"{vid}-right", right.schema)
         condition = compile_expr(node.predicate) & _coexistence(node)
-        all_right = kept_right.unionByName(right)
-        pairs = left.join(all_right, condition, "inner").unionByName(kept_left.join(right, condition, "inner"))
-        state.save(f"{vid}-left", _recent(kept_left.unionByName(left), now, self.horizon, _ts_column(left)))
+        all_right = right if kept_right is None else kept_right.unionByName(right)
+        pairs = left.join(all_right, condition, "inner")
+        if kept_left is not None:
+            pairs = pairs.unionByName(kept_left.join(right, condition, "inner"))
+        all_left = left if kept_left is None else kept_left.unionByName(left)
+        state.save(f"{vid}-left", _recent(all_left, now, self.horizon, _ts_column(left)))
         state.save(f"{vid}-right", _recent(all_right, now, self.horizon, _ts_column(right)))
         return pairs
 
@@ -249,10 +252,12 @@ class _State:
         if self.folder.exists():
             shutil.rmtree(self.folder)
 
-    def load(self, key: str, schema) -> DataFrame:  # type: ignore[no-untyped-def]
+    def load(self, key: str, schema) -> DataFrame | None:  # type: ignore[no-untyped-def]
+        """What the last committed batch kept under ``key`` (None: nothing, so no empty
+        frame reaches a plan: PySpark builds those from Python lists, run by Python tasks)."""
         if self.previous is not None and (self.previous / key).exists():
             return self.spark.read.schema(schema).parquet(str(self.previous / key))
-        return self.spark.createDataFrame([], schema)
+        return None
 
     def save(self, key: str, frame: DataFrame | None) -> None:
         if frame is not None:
