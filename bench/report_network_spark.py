@@ -233,7 +233,7 @@ def network_spark_section(ns: dict[str, Any], run: dict[str, Any] | None = None)
            "branch runs, each user's rows filtered at the output: the paper's \"shared, no PrSs\"); savings are "
            "against it in the same access pattern. *Unshared*: one `SharedNetworkRun` per query (a network of "
            "that query alone), run one after the other, CPU summed. "
-           + (f"A warm-up run of each kind first, then {cfg['reps']} rounds of every configuration in rotated order; "
+           + (f"A warm-up run first, then {cfg['reps']} rounds of every configuration in rotated order; "
               "medians. " if cfg["warm_up"] else f"{cfg['reps']} round(s) of every configuration, no warm-up; "
               "medians. ")
            + "CPU: user + system time of this Python process and all its descendants (the Spark JVM with its "
@@ -259,7 +259,8 @@ def network_spark_section(ns: dict[str, Any], run: dict[str, Any] | None = None)
             "![Shared network on Spark: CPU per access pattern, savings against the paper's](network_spark_cpu.png)",
             "",
             "### Every configuration", "",
-            "Median wall and CPU seconds per run (unshared: the three single-query runs summed); rows delivered to "
+            "Median wall and CPU seconds per run (unshared: the three single-query runs summed); the CPU shares, Spark "
+            "jobs and tasks, classes generated and JIT seconds are those of the median run by CPU; rows delivered to "
             "all users together; operators that ran (switched-off branches do not run).", "",
             _configurations_table(ns), ""]
     return "\n".join(out)
