@@ -30,14 +30,20 @@ micro-batch here) into fresh output, checkpoint and authorization-store folders:
   their outputs, and Spark's lazy evaluation skips the branch with them, except what
   join state forces.
 
-A warm-up run comes first (results thrown away). Then ``reps`` rounds of every
-configuration, in an order rotated per round; medians are kept. CPU time is that of the
-whole process tree of this Python process: the Spark JVM (driver and executor threads,
-JIT, GC), its Python workers and this driver process (planning and ``foreachBatch``);
-each of the three shares is kept too, and per run the Spark jobs and tasks, the classes
-Spark's code generation compiled and HotSpot's JIT time (:class:`JvmCounters`). The machine is shared: the CPU the rest
-of it used meanwhile is recorded. Rows delivered per (user, query) are counted from the
-output files, so the configurations can be checked against one another.
+A warm-up runs each kind of shared network three times first (results thrown away). Then
+``reps`` rounds of every configuration, in an order rotated per round and reversed every
+other round (so each pair compared runs as often in both orders); medians are kept.
+After the rounds, the input-size diagnostic runs the shared network (switches, full
+access) over the first ``small_minutes`` of the input and over all of it, alternately:
+the difference says how much of a run grows with the input.
+
+CPU time is that of the whole process tree of this Python process: the Spark JVM
+(driver and executor threads, JIT, GC), its Python workers and this driver process
+(planning and ``foreachBatch``); each of the three shares is kept too, and per run the
+Spark jobs and tasks, the classes Spark's code generation compiled and HotSpot's JIT
+time (:class:`JvmCounters`). The machine is shared: the CPU the rest of it used
+meanwhile is recorded. Rows delivered per (user, query) are counted from the output
+files, so the configurations can be checked against one another.
 """
 
 from __future__ import annotations
@@ -118,14 +124,17 @@ class Settings:
     locations: int = 40
     devices: int = 60
     seed: int = 2021
-    reps: int = 3
+    reps: int = 6  # even: with the order reversed every other round, each pair runs as often in both orders
     warm_up: bool = True
     loss_patterns: tuple[str, ...] | None = None  # None: every set of queries (see :func:`patterns`)
     diagnostic_patterns: tuple[str, ...] = ("CQ2+CQ3",)
+    small_minutes: int = 15  # the input-size diagnostic: this many minutes against ``minutes`` (0: off)
+    small_reps: int = 3
 
     @classmethod
     def quick(cls) -> "Settings":
-        return cls(minutes=10, reps=1, warm_up=False, loss_patterns=("CQ2", "CQ2+CQ3"), diagnostic_patterns=())
+        return cls(minutes=10, reps=1, warm_up=False, loss_patterns=("CQ2", "CQ2+CQ3"), diagnostic_patterns=(),
+                   small_minutes=0)
 
     @property
     def judged(self) -> bool:
@@ -151,9 +160,9 @@ def _iso(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def readings(settings: Settings) -> dict[str, list[dict]]:
-    """Seeded readings of the three streams, ``settings.minutes`` long from :data:`START` (the demo's
-    generator, larger): Stream1 and Stream2 ``per_minute`` tuples a minute each, Stream3
+def readings(settings: Settings, minutes: int | None = None) -> dict[str, list[dict]]:
+    """Seeded readings of the three streams, ``minutes`` (default ``settings.minutes``) long
+    from :data:`START` (the demo's generator, larger): Stream1 and Stream2 ``per_minute`` tuples a minute each, Stream3
     ``stream3_per_minute``; locations and device ids uniform, so the join of Stream1 and
     Stream2 pairs each Stream1 tuple with ~per_minute·10·½ / locations Stream2 tuples
     (±5 minutes, speed < 30), CQ2's join each of those with ~stream3_per_minute·10·0.44 /
@@ -162,7 +171,7 @@ def readings(settings: Settings) -> dict[str, list[dict]]:
     rng = random.Random(s.seed)
     places = [f"place-{i:02d}" for i in range(s.locations)]
     out: dict[str, list[dict]] = {"Stream1": [], "Stream2": [], "Stream3": []}
-    for minute in range(s.minutes):
+    for minute in range(s.minutes if minutes is None else minutes):
         for k in range(s.per_minute):
             ts = _iso(START + timedelta(minutes=minute, seconds=60 * k / s.per_minute))
             out["Stream1"].append({"ts": ts, "streamid": rng.randrange(s.devices), "location": rng.choice(places),
@@ -227,10 +236,11 @@ class Config:
 
     kind: str
     pattern: str = FULL
+    data: str = "full"  # which input: "full", or "small" (the input-size diagnostic)
 
     @property
     def name(self) -> str:
-        return f"{self.kind} | {self.pattern}"
+        return f"{self.kind} | {self.pattern}" + ("" if self.data == "full" else f" | {self.data} input")
 
 
 def own_cpu_s(pid: int) -> float:
@@ -270,14 +280,17 @@ class Experiment:
         started = time.perf_counter()
         data = readings(settings)
         self.tuples = {stream: len(rows) for stream, rows in data.items()}
-        self.inputs = write_inputs(workdir / "in", data)
+        self.inputs = {"full": write_inputs(workdir / "in", data)}
+        if settings.small_minutes:
+            small = readings(settings, settings.small_minutes)
+            self.inputs["small"] = write_inputs(workdir / "in-small", small)
+            self.small_tuples = {stream: len(rows) for stream, rows in small.items()}
         self.generate_s = time.perf_counter() - started
         self.count = 0
 
     def network(self, queries: Sequence[RegisteredQuery], config: Config, folder: Path) -> SharedNetworkRun:
-        store = sqlite_url(folder / "auth.db")
-        grant_access(store, queries, lost_queries(config.pattern), revoke=config.kind != NEVER)
-        return SharedNetworkRun(self.spark, self.catalog, queries, self.inputs, folder / "out", store, folder / "cp",
+        return SharedNetworkRun(self.spark, self.catalog, queries, self.inputs[config.data], folder / "out",
+                                sqlite_url(folder / "auth.db"), folder / "cp",
                                 switches=config.kind in (SWITCHES, UNSHARED))
 
     def run(self, config: Config) -> dict[str, Any]:
@@ -286,13 +299,16 @@ class Experiment:
         self.count += 1
         folder = self.workdir / f"run-{self.count:04d}"
         groups = [[q] for q in self.queries] if config.kind == UNSHARED else [list(self.queries)]
+        for i, group in enumerate(groups):  # the access log: written before the clock starts
+            (folder / f"net-{i}").mkdir(parents=True)
+            grant_access(sqlite_url(folder / f"net-{i}" / "auth.db"), group, lost_queries(config.pattern),
+                         revoke=config.kind != NEVER)
         totals = {"wall_s": 0.0, "cpu_s": 0.0, "jvm_cpu_s": 0.0, "workers_cpu_s": 0.0, "driver_cpu_s": 0.0}
         counters: dict[str, int] = {}
         delivered: dict[str, int] = {}
         mark = self.counters.mark()
         for i, group in enumerate(groups):
             sub = folder / f"net-{i}"
-            sub.mkdir(parents=True)
             cpu0, driver0 = process_tree_cpu_s(os.getpid()), driver_cpu_s()
             jvm0, tree0 = own_cpu_s(self.jvm_pid), process_tree_cpu_s(self.jvm_pid)
             start = time.perf_counter()
@@ -353,18 +369,25 @@ def _run(x: Experiment) -> dict[str, Any]:
     x.log(f"  input: {', '.join(f'{k} {v:,}' for k, v in x.tuples.items())} tuples "
           f"({x.generate_s:.1f} s to generate); {len(configs)} configurations × {s.reps} rounds")
     started = time.perf_counter()
-    if s.warm_up:  # JIT, streaming classes: the first run in a JVM is several times slower
-        x.run(Config(SWITCHES))
+    if s.warm_up:  # JIT, streaming classes: the first runs in a JVM are several times slower
+        for config in (Config(SWITCHES), Config(POST)) * 3:
+            x.run(config)
         x.log(f"  warm-up: {time.perf_counter() - started:.0f} s")
     runs: dict[Config, list[dict[str, Any]]] = {c: [] for c in configs}
     for rep in range(s.reps):
         shift = (rep * len(configs)) // s.reps
         began = time.perf_counter()
-        for config in configs[shift:] + configs[:shift]:
+        order = configs[shift:] + configs[:shift]
+        for config in reversed(order) if rep % 2 else order:
             runs[config].append(x.run(config))
         x.log(f"  round {rep + 1}/{s.reps}: {time.perf_counter() - began:.0f} s")
     for p in s.diagnostic_patterns:  # a diagnostic: one run after the rounds
         runs[Config(NEVER, p)] = [x.run(Config(NEVER, p))]
+    small, large = Config(SWITCHES, FULL, "small"), Config(SWITCHES, FULL, "full")
+    scale_runs: dict[Config, list[dict[str, Any]]] = {small: [], large: []}
+    for _ in range(s.small_reps if s.small_minutes else 0):  # the input-size diagnostic, after the rounds
+        for config in (small, large):
+            scale_runs[config].append(x.run(config))
     measured = {c: _summary(r) for c, r in runs.items()}
 
     def get(kind: str, pattern: str = FULL) -> dict[str, Any]:
@@ -433,6 +456,7 @@ def _run(x: Experiment) -> dict[str, Any]:
             "wall_ratio": ratio(sw_full["wall_s"], unshared["wall_s"]),
             "post_cpu_ratio": ratio(pf_full["cpu_s"], unshared["cpu_s"]),
             "shared_jobs": sw_full["jobs"], "unshared_jobs": unshared["jobs"],
+            "shared_workers_cpu_s": sw_full["workers_cpu_s"], "unshared_workers_cpu_s": unshared["workers_cpu_s"],
             "shared_codegen_compiles": sw_full["codegen_compiles"],
             "unshared_codegen_compiles": unshared["codegen_compiles"],
         },
@@ -451,6 +475,17 @@ def _run(x: Experiment) -> dict[str, Any]:
                          "other_cores": round(others.cores(), 2)},
         "measure_s": round(time.perf_counter() - started, 1),
     }
+    if s.small_minutes:
+        a, b = _summary(scale_runs[small]), _summary(scale_runs[large])
+        # cost(m) = fixed + per_minute · m through the two medians: what a run costs whatever its input
+        per_minute = ratio(b["cpu_s"] - a["cpu_s"], s.minutes - s.small_minutes)
+        fixed = b["cpu_s"] - per_minute * s.minutes
+        result["scale"] = {
+            "small_minutes": s.small_minutes, "minutes": s.minutes, "small_tuples": x.small_tuples,
+            "small_cpu_s": a["cpu_s"], "cpu_s": b["cpu_s"], "small_wall_s": a["wall_s"], "wall_s": b["wall_s"],
+            "small_cpu_s_all": a["cpu_s_all"], "cpu_s_all": b["cpu_s_all"], "small_rows": a["rows"], "rows": b["rows"],
+            "fixed_cpu_s": fixed, "fixed_share": ratio(fixed, b["cpu_s"]), "jobs": b["jobs"],
+        }
     x.log(f"  full access: switches {sw_full['cpu_s']:.2f} s CPU, post-filtering {pf_full['cpu_s']:.2f} s "
           f"({result['overhead']['cpu_pct_paired']:+.2f} % paired); unshared {unshared['cpu_s']:.2f} s "
           f"(shared/unshared {result['sharing']['cpu_ratio']:.2f}); checks "
