@@ -11,7 +11,7 @@ import pytest
 
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import sqlite_url
-from streamwarden.errors import UnsupportedError
+from streamwarden.errors import StreamwardenError, UnsupportedError
 from streamwarden.network.authorization import AuthorizationServer
 from streamwarden.network.registry import RegisteredQuery, load_queries_text
 from streamwarden.network.replay import replay_network
@@ -56,9 +56,9 @@ def feed(root: Path, part: int, data: dict[str, list[dict]], lo: int, hi: int) -
         (root / stream / f"part-{part}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[lo:hi]))
 
 
-def comparable(rows) -> list[str]:  # type: ignore[no-untyped-def]
-    return sorted(json.dumps({k: v for k, v in r.items() if k not in ("_graph", "_policies")}, sort_keys=True)
-                  for r in rows)
+def full(rows) -> list[str]:  # type: ignore[no-untyped-def]
+    """Rows exactly as delivered, ``_graph`` and ``_policies`` included (run and replay must agree on all)."""
+    return sorted(json.dumps(r, sort_keys=True) for r in rows)
 
 
 def test_grants_and_revocations_take_effect_while_the_network_runs(spark, tmp_path) -> None:
@@ -86,7 +86,7 @@ def test_grants_and_revocations_take_effect_while_the_network_runs(spark, tmp_pa
     replay_network(spark, CATALOG, QUERIES, server.changes(), inputs, tmp_path / "replay")
     for user, query in (("ann", "CQ1"), ("bob", "CQ1"), ("ann", "CQ2")):
         expected = [json.loads(line) for line in (tmp_path / "replay" / user / f"{query}.jsonl").read_text().splitlines()]
-        assert expected and comparable(read_user_rows(spark, tmp_path / "out", user, query)) == comparable(expected)
+        assert expected and full(read_user_rows(spark, tmp_path / "out", user, query)) == full(expected)
     assert read_user_rows(spark, tmp_path / "out", "bob", "CQ2") == []  # not listed for CQ2
 
 
@@ -100,11 +100,123 @@ def test_a_restart_resumes_the_networks_state(spark, tmp_path) -> None:
         run.start(available_now=True).awaitTermination()  # a new process each time: state from the checkpoint
     replay_network(spark, CATALOG, QUERIES, AuthorizationServer(store).changes(), inputs, tmp_path / "replay")
     expected = [json.loads(line) for line in (tmp_path / "replay" / "ann" / "CQ2.jsonl").read_text().splitlines()]
-    assert expected and comparable(read_user_rows(spark, tmp_path / "out", "ann", "CQ2")) == comparable(expected)
+    assert expected and full(read_user_rows(spark, tmp_path / "out", "ann", "CQ2")) == full(expected)
 
 
-def test_what_a_continuous_network_cannot_run_is_refused_before_it_starts(spark, tmp_path) -> None:
-    aggregate = [RegisteredQuery("agg", ("ann",), "SELECT COUNT(*) FROM Stream2 [RANGE 1 min]")]
-    with pytest.raises(UnsupportedError, match="aggregates run in 'network replay'"):
-        SharedNetworkRun(spark, CATALOG, aggregate, {"Stream2": str(tmp_path)}, tmp_path / "o",
-                         sqlite_url(tmp_path / "a.db"), tmp_path / "cp")
+def replayed(spark, catalog, queries, changes, inputs, folder: Path) -> dict[tuple[str, str], list[dict]]:  # type: ignore[no-untyped-def]
+    replay_network(spark, catalog, queries, changes, inputs, folder)
+    return {(u, q.id): [json.loads(line) for line in (folder / u / f"{q.id}.jsonl").read_text().splitlines()]
+            for q in queries for u in q.users}
+
+
+def run_network(spark, catalog, queries, inputs, root: Path, store: str) -> SharedNetworkRun:  # type: ignore[no-untyped-def]
+    run = SharedNetworkRun(spark, catalog, queries, inputs, root / "out", store, root / "cp")
+    stream = run.start(available_now=True)
+    stream.awaitTermination()
+    assert stream.exception() is None
+    return run
+
+
+def test_windowed_aggregates_run_in_the_network_and_close_with_the_watermark(spark, tmp_path) -> None:
+    queries = load_queries_text(f"""
+queries:
+  - {{id: CQ1, users: [ann], query: "SELECT s1.streamid, s1.heartRate FROM Stream1 AS s1 {W}, Stream2 AS s2 {W} WHERE s1.location = s2.location AND s2.speed < 30"}}
+  - {{id: slow, users: [ann, bob], query: "SELECT location, COUNT(*) AS n, MAX(speed) AS top FROM Stream2 [RANGE 2 min SLIDE 1 min] WHERE speed < 30 GROUP BY location"}}
+  - {{id: pairs, users: [bob], query: "SELECT COUNT(*) AS pairs, AVG(s1.heartRate) AS hr FROM Stream1 AS s1 {W}, Stream2 AS s2 {W} WHERE s1.location = s2.location AND s2.speed < 30"}}
+""", CATALOG)
+    data, inputs = records(60), {s: str(tmp_path / "in" / s) for s in ("Stream1", "Stream2")}
+    late = T0 + timedelta(hours=4)  # moves every stream's watermark past all windows; no query keeps it
+    data = {"Stream1": data["Stream1"] + [{"ts": iso(late), "streamid": 9, "heartRate": 1, "location": "zz"}],
+            "Stream2": data["Stream2"] + [{"ts": iso(late), "location": "zz", "speed": 99.0}]}
+    store = sqlite_url(tmp_path / "auth.db")
+    server = AuthorizationServer(store)
+    server.grant("CQ1", "ann", T0)
+    server.grant("slow", "ann", T0)
+    server.grant("slow", "bob", T0 + timedelta(minutes=6), until=T0 + timedelta(minutes=11))
+    server.grant("pairs", "bob", T0 + timedelta(minutes=3))
+    for part, (lo, hi) in enumerate(((0, 30), (30, 61))):
+        feed(tmp_path / "in", part, data, lo, hi)
+        run = run_network(spark, CATALOG, queries, inputs, tmp_path, store)  # restart: open windows from the checkpoint
+    shared = {run.shared.network.vertex(v).label for v in run.shared.network.common_prefix}
+    assert any(label.startswith("⋈") for label in shared)  # CQ1 and pairs share the join
+    expected = replayed(spark, CATALOG, queries, server.changes(), inputs, tmp_path / "replay")
+    for (user, query), rows in expected.items():
+        assert rows, (user, query)
+        assert full(read_user_rows(spark, tmp_path / "out", user, query)) == full(rows), (user, query)
+    # bob's grant of 'slow' expired at minute 11: windows ending later reach only ann
+    assert max(r["window_end"] for r in expected[("bob", "slow")]) <= iso(T0 + timedelta(minutes=11))
+
+
+ROLES = load_catalog_text("""
+streams:
+  Stream1: {schema: {ts: timestamp, streamid: int, heartRate: int, location: string}}
+  Stream2: {schema: {ts: timestamp, location: string, speed: double}}
+  Stream3: {schema: {ts: timestamp, streamid: int, pressure: int}}
+roles: {Doctor: {}, Nurse: {}}
+users: {ann: {roles: [Doctor]}, bob: {roles: [Nurse]}, cid: {roles: [Nurse]}, dan: {}}
+policies:
+  - {id: doctors, subject: Doctor, streams: [Stream1], privilege: read}
+  - {id: ward_x, subject: Nurse, streams: [Stream1], attributes: [streamid, location], where: "Stream1.location = 'x'", privilege: read}
+""")
+
+
+def test_role_policies_apply_on_top_of_the_grants_in_a_running_network(spark, tmp_path) -> None:
+    queries = load_queries_text(f"""
+queries:
+  - {{id: CQ1, users: [ann, bob, cid, dan], query: "SELECT s1.streamid, s1.heartRate FROM Stream1 AS s1 {W}, Stream2 AS s2 {W} WHERE s1.location = s2.location AND s2.speed < 30"}}
+  - {{id: fast, users: [bob], query: "SELECT location, speed FROM Stream2 WHERE speed < 30"}}
+""", ROLES)
+    data, inputs = records(40), {s: str(tmp_path / "in" / s) for s in ("Stream1", "Stream2")}
+    feed(tmp_path / "in", 0, {k: v for k, v in data.items() if k in inputs}, 0, 40)
+    store = sqlite_url(tmp_path / "auth.db")
+    server = AuthorizationServer(store)
+    for user in ("ann", "bob", "cid", "dan"):
+        server.grant("CQ1", user, T0)
+    server.grant("fast", "bob", T0)
+    run = run_network(spark, ROLES, queries, inputs, tmp_path, store)
+    outputs = run.shared.outputs
+    assert {o.users for o in outputs.values() if o.query == "CQ1"} == {("ann",), ("bob", "cid")}  # nurses share one
+    assert run.shared.denied == {"CQ1": ("dan",)}  # no role, no policy: nothing, whatever the grant
+    # The nurses' and the doctor's branches still share the selection on Stream2.
+    assert any(run.shared.network.vertex(v).label == "σ Stream2.speed < 30" for v in run.shared.network.common_prefix)
+    expected = replayed(spark, ROLES, queries, server.changes(), inputs, tmp_path / "replay")
+    for (user, query), rows in expected.items():
+        assert full(read_user_rows(spark, tmp_path / "out", user, query)) == full(rows), (user, query)
+    nurse = expected[("bob", "CQ1")]
+    assert nurse and all(r["heartRate"] is None for r in nurse)  # the nurses' policy does not grant it
+    assert len(nurse) < len(expected[("ann", "CQ1")]) and expected[("dan", "CQ1")] == []
+
+
+def test_access_changes_reach_the_network_as_sps_in_the_order_issued(spark, tmp_path) -> None:
+    from streamwarden.network.access_stream import access_sps
+
+    store = sqlite_url(tmp_path / "auth.db")
+    server = AuthorizationServer(store)
+    server.grant("CQ1", "ann", T0, until=T0 + timedelta(minutes=5))  # an expiry is a revocation SP
+    server.revoke("CQ2", "bob", T0 + timedelta(minutes=1))
+    rows = [r.asDict() for r in access_sps(spark, store, streaming=False).collect()]
+    assert [(r["seq"], r["query"], r["user"], r["sign"]) for r in rows] == [
+        (1, "CQ1", "ann", "+"), (2, "CQ1", "ann", "-"), (3, "CQ2", "bob", "-")]
+    with pytest.raises(StreamwardenError, match="must expire after it starts"):
+        server.grant("CQ1", "ann", T0, until=T0)
+
+
+@pytest.mark.parametrize("catalog, query, message", [
+    (CATALOG, "SELECT COUNT(*) AS n FROM Stream2 [ROWS 5]", r"\[ROWS n\] windows need each stream's arrival order"),
+    (load_catalog_text("""
+streams: {Stream2: {schema: {ts: timestamp, location: string, speed: double}, key: location}}
+users: {ann: {}}
+"""), "SELECT speed FROM Stream2", "carries security punctuations"),
+    (load_catalog_text("""
+streams: {Stream2: {schema: {ts: timestamp, location: string, speed: double}}}
+roles: {R: {}}
+users: {ann: {roles: [R]}}
+actions: {drill: {}}
+policies: [{id: p, subject: R, streams: [Stream2], privilege: read, time: ["start(drill)", "end(drill)"]}]
+"""), "SELECT speed FROM Stream2", "depends on actions"),
+])
+def test_what_a_continuous_network_cannot_run_is_refused_before_it_starts(spark, tmp_path, catalog, query,
+                                                                           message) -> None:
+    with pytest.raises(UnsupportedError, match=message):
+        SharedNetworkRun(spark, catalog, [RegisteredQuery("q", ("ann",), query)], {"Stream2": str(tmp_path)},
+                         tmp_path / "o", sqlite_url(tmp_path / "a.db"), tmp_path / "cp")

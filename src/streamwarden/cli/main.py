@@ -85,6 +85,8 @@ def _parser() -> argparse.ArgumentParser:
         change.add_argument("--query", required=True)
         change.add_argument("--user", required=True)
         change.add_argument("--ts", default=None, help="from when (ISO-8601; default: now)")
+        if verb == "grant":
+            change.add_argument("--until", default=None, help="when the grant expires (ISO-8601; default: never)")
         change.add_argument("--store", default=DEFAULT_STORE)
 
     action = sub.add_parser("action", help="update an action in the live store (start, end, target)")
@@ -211,8 +213,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         from streamwarden.network.authorization import AuthorizationServer
 
         server = AuthorizationServer(args.store)
-        (server.grant if args.command == "grant" else server.revoke)(args.query, args.user, args.ts)
-        print(f"{args.command}: {args.user} on {args.query} recorded in {server.store.url}", file=sys.stderr)
+        if args.command == "grant":
+            server.grant(args.query, args.user, args.ts, until=args.until)
+        else:
+            server.revoke(args.query, args.user, args.ts)
+        print(f"{args.command}: {args.user} on {args.query} recorded in {server.store.url} (a running network "
+              "reads it as an access SP at its next micro-batch)", file=sys.stderr)
         return 0
     if args.command == "sp":
         return _sp(args)
@@ -260,8 +266,9 @@ def _network_explain(args: argparse.Namespace) -> int:
     from streamwarden.network.switches import place_switches
 
     catalog = api.load_catalog(args.catalog)
-    placed = place_switches(shared_network(catalog, load_queries(args.queries, catalog)).network)
-    print(placed.to_dot() if args.format == "dot" else network_text(placed), end="")
+    shared = shared_network(catalog, load_queries(args.queries, catalog))
+    placed = place_switches(shared.network)
+    print(placed.to_dot() if args.format == "dot" else network_text(placed, shared), end="")
     if args.render:
         print(f"drawn to {draw(placed, args.render, title=Path(args.queries).name)}", file=sys.stderr)
     return 0

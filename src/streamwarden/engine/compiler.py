@@ -62,6 +62,19 @@ def compile_graph(root: Node, inputs: Inputs) -> DataFrame:
     return _Compiler(inputs, needs_actions).compile(root)
 
 
+def compile_operator(node: Node, children: list[DataFrame], inputs: Inputs) -> DataFrame:
+    """``node`` alone, over frames already computed for its children (a shared network
+    evaluates its vertices one by one, each once, and feeds each result to its consumers).
+
+    The children's frames must have the columns the compiler gives them (physical names,
+    ``_policies`` below a secure view, ``_event`` with ``inputs.event_time``).
+    """
+    compiler = _Compiler(inputs, needs_actions=False)
+    for child, frame in zip(node.children(), children):
+        compiler.memo[id(child)] = frame
+    return compiler.compile(node)
+
+
 def _graph_actions(root: Node) -> set[str]:
     return {a.action for node in walk(root) for e in node.expressions() for a in E.action_refs(e)}
 

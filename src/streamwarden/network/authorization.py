@@ -1,9 +1,11 @@
 """The authorization server: the policies P ⊆ CQ × U, kept as a log of access changes.
 
 Every grant, revocation or expiry is one row (time, query, user, sign) in the catalog
-store, in the order issued. A running network reads the log at every micro-batch, so
-a change takes effect without restarting anything; the rows a user then receives follow
-:func:`streamwarden.network.registry.grant_intervals` (by the rows' event time).
+store, in the order issued (``seq``). Each row is also an access SP: a running network
+reads the new ones as a stream alongside its data (:mod:`streamwarden.network.access_stream`),
+so a change takes effect without restarting anything; the rows a user then receives
+follow :func:`streamwarden.network.registry.grant_intervals` (by the rows' event time).
+A grant with an expiry (``until``) is a grant and, at once, the revocation that ends it.
 
     >>> import tempfile, os
     >>> server = AuthorizationServer("sqlite:///" + os.path.join(tempfile.mkdtemp(), "auth.db"))
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from sqlalchemy import Boolean, Column, DateTime, Integer, MetaData, String, Table, insert, select
+from sqlalchemy import Boolean, Column, DateTime, Integer, MetaData, String, Table, func, insert, select
 
 from streamwarden.catalog.store import CatalogStore, _utc
 from streamwarden.errors import StreamwardenError
@@ -41,8 +43,14 @@ class AuthorizationServer:
         self.store = CatalogStore(url)
         _metadata.create_all(self.store.engine)
 
-    def grant(self, query: str, user: str, ts: str | datetime | None = None) -> None:
+    def grant(self, query: str, user: str, ts: str | datetime | None = None, *,
+              until: str | datetime | None = None) -> None:
+        """Grant ``user`` access to ``query`` from ``ts`` (default: now), until ``until`` if given."""
+        if until is not None and _time(until) <= _time(ts):
+            raise StreamwardenError(f"a grant must expire after it starts ({until} is not after {ts or 'now'})")
         self._record(query, user, True, ts)
+        if until is not None:
+            self._record(query, user, False, until)
 
     def revoke(self, query: str, user: str, ts: str | datetime | None = None) -> None:
         self._record(query, user, False, ts)
@@ -52,10 +60,19 @@ class AuthorizationServer:
         for c in sorted(changes, key=lambda c: c.line):
             self._record(c.query, c.user, c.grant, c.ts)
 
-    def changes(self) -> tuple[AccessChange, ...]:
+    def changes(self, *, after: int = 0, upto: int | None = None) -> tuple[AccessChange, ...]:
+        """The changes in the order issued; ``after``/``upto`` bound their ``seq`` (an SP stream's offsets)."""
+        query = select(_changes).where(_changes.c.seq > after).order_by(_changes.c.seq)
+        if upto is not None:
+            query = query.where(_changes.c.seq <= upto)
         with self.store.engine.connect() as conn:
-            rows = conn.execute(select(_changes).order_by(_changes.c.seq)).all()
+            rows = conn.execute(query).all()
         return tuple(AccessChange(_utc(r.ts), r.query, r.user, r.grant, r.seq) for r in rows)  # type: ignore[arg-type]
+
+    def last_seq(self) -> int:
+        """The ``seq`` of the latest change (0: none yet)."""
+        with self.store.engine.connect() as conn:
+            return int(conn.execute(select(func.max(_changes.c.seq))).scalar() or 0)
 
     def _record(self, query: str, user: str, grant: bool, ts: str | datetime | None) -> None:
         when = _time(ts)

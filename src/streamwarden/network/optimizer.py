@@ -1,7 +1,12 @@
 """Multi-query optimization: registered queries' plans merged into one shared-operator network.
 
-Each query is bound into the logical plan, then made canonical so that equal work looks
-equal: relation aliases become the stream's name (an alias is kept only where a query
+Each query is secured for each of its users (the security passes, with the network's
+grants deciding where no role policy applies), so role policies apply on top of the
+grants; users whose authorized plans are equal (the same roles, say) share one output,
+and a query whose users all see the same thing is one output named by its id. Where
+users differ, the query has an output per group of users, ``<id>@1``, ``<id>@2``, ...
+(and one per authorized graph, when the rewriting unions several). Plans are then made
+canonical so that equal work looks equal: relation aliases become the stream's name (an alias is kept only where a query
 reads one stream twice), and a selection's conjuncts become a chain of single-predicate
 selections in a fixed order, so two queries sharing some of their conditions share a
 prefix of the chain. Plan nodes are immutable values compared by structure, so the same
@@ -24,13 +29,23 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from streamwarden.catalog.model import Catalog
-from streamwarden.language.binder import bind_query
-from streamwarden.language.parser import parse_query
+from streamwarden.errors import UnsupportedError
 from streamwarden.network.dag import Network, NetworkBuilder
 from streamwarden.network.registry import RegisteredQuery
 from streamwarden.network.switches import PlacedNetwork
 from streamwarden.plan import expr as E
-from streamwarden.plan.nodes import AggCall, Aggregate, Filter, Join, Node, Project, Source, transform, walk
+from streamwarden.plan.nodes import (AggCall, Aggregate, Filter, Join, LevelGuard, Node, Project, SecureView, Shield,
+                                     Source, View, transform, walk)
+from streamwarden.rewrite.algorithm import AuthorizedGraph
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output of the network: an authorized graph of a registered query, for some of its users."""
+
+    query: str  # the registered query's id
+    users: tuple[str, ...]  # the listed users this output serves (the same authorized plan)
+    graph: AuthorizedGraph  # root: the canonical plan; id: as replay names it (``_graph``)
 
 
 @dataclass(frozen=True)
@@ -39,16 +54,28 @@ class SharedPlan:
 
     network: Network
     nodes: Mapping[str, Node]
-    plans: Mapping[str, Node]  # query id -> its canonical plan (root)
+    plans: Mapping[str, Node]  # output id -> its canonical plan (root)
+    outputs: Mapping[str, Output]  # output id -> what it is and whom it serves
+    denied: Mapping[str, tuple[str, ...]]  # query id -> listed users whose roles authorize nothing of it
 
 
 def shared_network(catalog: Catalog, queries: Sequence[RegisteredQuery]) -> SharedPlan:
+    """The shared-operator network of ``queries``, each secured for each of its users."""
+    from streamwarden.passes import SecurityOptions, secure  # the passes import the catalog; keep this module light
+
     builder = NetworkBuilder()
     vertex_of: dict[Node, str] = {}
     nodes: dict[str, Node] = {}
     plans: dict[str, Node] = {}
+    outputs: dict[str, Output] = {}
+    denied: dict[str, tuple[str, ...]] = {}
 
     def add(node: Node) -> str:
+        if isinstance(node, (Shield, LevelGuard)):
+            what = "security punctuations" if isinstance(node, Shield) else "security levels"
+            raise UnsupportedError(f"stream {node.stream if isinstance(node, Shield) else node.relation} carries "
+                                   f"{what}: a shared network runs queries over streams without them; "
+                                   "run such queries one by one (replay, run)")
         if isinstance(node, Source):
             vid = builder.source(node.stream)  # windows belong to the joins and aggregates that use them
             nodes.setdefault(vid, node)
@@ -58,6 +85,8 @@ def shared_network(catalog: Catalog, queries: Sequence[RegisteredQuery]) -> Shar
         inputs = [add(child) for child in node.children()]
         if isinstance(node, Filter):
             vid = builder.select(inputs[0], E.render(node.predicate))
+        elif isinstance(node, SecureView):
+            vid = builder.select(inputs[0], _view_label(node))
         elif isinstance(node, Join):
             windows = " ".join(str(w) for w in (node.left_window, node.right_window) if w is not None)
             vid = builder.join(inputs[0], inputs[1], f"{E.render(node.predicate)} {windows}".rstrip())
@@ -72,11 +101,30 @@ def shared_network(catalog: Catalog, queries: Sequence[RegisteredQuery]) -> Shar
         nodes[vid] = node
         return vid
 
+    options = SecurityOptions(grants_decide=True)
     for q in queries:
-        plan = canonical(bind_query(parse_query(q.query, f"query {q.id}"), catalog))
-        plans[q.id] = plan
-        builder.output(q.id, add(plan))
-    return SharedPlan(builder.build(), nodes, plans)
+        groups: dict[tuple[AuthorizedGraph, ...], list[str]] = {}
+        for user in q.users:
+            graphs = tuple(replace(g, root=canonical(g.root)) for g in secure(catalog, user, q.query, options).deployed)
+            if graphs:
+                groups.setdefault(graphs, []).append(user)
+            else:
+                denied[q.id] = denied.get(q.id, ()) + (user,)
+        named = [(graph, tuple(users)) for graphs, users in groups.items() for graph in graphs]
+        for k, (graph, users) in enumerate(named, start=1):
+            oid = q.id if len(named) == 1 else f"{q.id}@{k}"
+            plans[oid] = graph.root
+            outputs[oid] = Output(q.id, users, graph)
+            builder.output(oid, add(graph.root))
+    if not outputs:
+        raise UnsupportedError("no listed user of any query is authorized to see anything: the network would be empty")
+    return SharedPlan(builder.build(), nodes, plans, outputs, denied)
+
+
+def _view_label(node: SecureView) -> str:
+    """A secure view as the network shows it: the policies and what each condition keeps."""
+    views = "; ".join(f"{v.policy_id}: {E.render(v.condition)}" for v in node.views)
+    return f"Sec_View[{node.kind}] {views}"
 
 
 def canonical(plan: Node) -> Node:
@@ -97,6 +145,11 @@ def _canonical_node(node: Node, mapping: dict[str, str]) -> Node | None:
         return chain
     if isinstance(node, Join):
         return replace(node, predicate=rename(node.predicate))
+    if isinstance(node, SecureView):
+        return replace(node, views=tuple(
+            View(v.policy_id, rename(v.condition),
+                 None if v.attributes is None else frozenset((mapping.get(r, r), a) for r, a in v.attributes))
+            for v in node.views))
     if isinstance(node, Project):
         return replace(node, items=tuple((name, rename(e)) for name, e in node.items))
     if isinstance(node, Aggregate):
@@ -106,10 +159,9 @@ def _canonical_node(node: Node, mapping: dict[str, str]) -> Node | None:
     return None
 
 
-
-
-def network_text(placed: PlacedNetwork) -> str:
-    """The network as ``explain --network`` prints it: operators bottom-up, then the switches."""
+def network_text(placed: PlacedNetwork, shared: SharedPlan | None = None) -> str:
+    """The network as ``explain --network`` prints it: operators bottom-up, then the switches
+    (with ``shared``, also which users each output serves and who is denied by role policies)."""
     network = placed.network
     lines = [f"Shared-operator network of {len(network.queries)} queries ({', '.join(network.queries)}): "
              f"{len(network.operators)} operators, {len(network.common_prefix)} in the common prefix", ""]
@@ -119,8 +171,13 @@ def network_text(placed: PlacedNetwork) -> str:
         uses = f" <- {', '.join(v.inputs)}" if v.inputs else ""
         serves = f"  serves {', '.join(sorted(v.queries))}" if v.queries else ""
         lines.append(f"  {vid:>4}  {v.label}{uses}{serves}{mark}")
-    lines += ["", "Outputs: " + ", ".join(f"{q} = {out}" for q, out in network.outputs), "",
-              f"Privacy switches (Algorithm 2): {len(placed.switches)}"]
+    lines += ["", "Outputs: " + ", ".join(f"{q} = {out}" for q, out in network.outputs)]
+    if shared is not None:
+        lines += [f"  {oid}: {o.query} for {', '.join(o.users)} (policies: {', '.join(o.graph.policies) or 'none'})"
+                  for oid, o in shared.outputs.items()]
+        lines += [f"  {q}: nothing for {', '.join(users)} (no role policy of theirs authorizes it)"
+                  for q, users in shared.denied.items()]
+    lines += ["", f"Privacy switches (Algorithm 2): {len(placed.switches)}"]
     lines += [f"  {site.id}" for site in placed.switches]
     for q in network.queries:
         off = sorted(placed.shut_off({q}))
@@ -129,4 +186,4 @@ def network_text(placed: PlacedNetwork) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["SharedPlan", "canonical", "network_text", "shared_network"]
+__all__ = ["Output", "SharedPlan", "canonical", "network_text", "shared_network"]

@@ -1,27 +1,36 @@
 """One Spark streaming query runs a whole shared-operator network, with privacy switches.
 
-The inputs of every registered query are read as one stream (a union tagged by stream)
+The inputs of every registered query are read as one stream (a union tagged by stream),
+together with the authorization server's access SPs (:mod:`~streamwarden.network.access_stream`),
 and each micro-batch goes through :meth:`SharedNetworkRun.process` (``foreachBatch``):
-the network's vertices are evaluated in topological order on the batch's new tuples,
-each vertex once however many queries share it (its result is cached for its
-consumers). Joins keep, per side, the tuples their windows may still pair, as explicit
-state written with every batch under the checkpoint (so a restart resumes exactly).
+the SPs of the batch join the switches' state, then the network's vertices are
+evaluated in topological order on the batch's new tuples, each vertex once however
+many queries share it (its result is cached for its consumers). Selections,
+projections and secure views are the engine's own operators
+(:func:`~streamwarden.engine.compiler.compile_operator`); joins and windowed aggregates
+keep explicit state written with every batch under the checkpoint (a restart resumes
+exactly): a join the tuples its windows may still pair, an aggregate the tuples of its
+windows still open. An aggregate emits a window once the watermark passes its end (the
+smallest, over its input streams, of the latest ``ts`` read, less the lateness), as a
+single query's ``run`` does.
 
-Privacy switches (Algorithm 2's placement) read the authorization server's access log
-at every batch, so grants and revocations take effect without restarting anything:
+Privacy switches (Algorithm 2's placement) follow the access SPs, so grants and
+revocations take effect without restarting anything:
 
-* an initial or in-network switch is *on* for a batch when some user of its query holds
+* an initial or in-network switch is *on* for a batch when some user of its output holds
   a grant overlapping the batch's event times; when off, the branch behind it is not
   evaluated at all (no operator runs), and the switch keeps the tuples a window of the
   branch could still need, handing them over when it turns on again, so a regained
   grant misses nothing;
-* a terminal switch delivers each output row to the query's listed users whose latest
+* a terminal switch delivers each output row to the users of the output whose latest
   access change at or before the row's event time is a grant, each into their own
   folder ``DIR/<user>/<query id>/``, written once per batch (idempotently).
 
-What runs continuously: selections, projections and joins over ``[RANGE]`` windows of
-streams without role policies. Aggregates and role policies on top are available in
-``network replay``; a continuous network refuses them before starting.
+Role policies apply on top per user: users whose authorized plans differ get their own
+outputs (see :mod:`~streamwarden.network.optimizer`), sharing every operator their plans
+have in common. Streams with security punctuations or levels, policies that depend on
+actions, and ``[ROWS n]`` windows run query by query (``replay``, ``run``); a continuous
+network refuses them before starting.
 
     >>> # run = SharedNetworkRun(spark, catalog, queries, {"Stream1": "in/s1"}, "out", store_url, "cp")
     >>> # run.start(available_now=True).awaitTermination(); run.counters["v3"]
@@ -34,7 +43,7 @@ import shutil
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -42,65 +51,78 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.columns import compile_expr, physical_name
-from streamwarden.engine.compiler import EVENT
-from streamwarden.engine.execute import iso_timestamp
+from streamwarden.engine.compiler import EVENT, POLICIES, Inputs, action_names, compile_operator
+from streamwarden.engine.execute import output_frame
 from streamwarden.engine.sources import read_input
 from streamwarden.errors import UnsupportedError
-from streamwarden.network.authorization import AuthorizationServer
+from streamwarden.language.expressions import parse_timestamp
+from streamwarden.network.access_stream import access_sps
 from streamwarden.network.dag import Kind
 from streamwarden.network.optimizer import SharedPlan, shared_network
 from streamwarden.network.registry import AccessChange, RegisteredQuery, grant_intervals
 from streamwarden.network.replay import within_periods
 from streamwarden.network.switches import PlacedNetwork, SwitchKind, place_switches
-from streamwarden.plan.nodes import Filter, Join, Node, Project, Source
+from streamwarden.plan.nodes import Aggregate, Join, Node, Source, sources, walk
 
 STREAM, TS = "_stream", "_ts"
+ACCESS = "_access"  # the _stream tag of access SPs in the network's input
+_SP_COLUMNS = ("seq", "query", "user", "sign")
 
 
 class SharedNetworkRun:
-    """A shared network over file streams, ready to start as one Spark streaming query."""
+    """A shared network over file streams, ready to start as one Spark streaming query.
+
+    ``switches=False`` is the post-filtering baseline: every branch runs and only the
+    terminal switches filter. ``lateness`` is how far behind the latest ``ts`` of a
+    stream its tuples may still arrive before an aggregate's windows close.
+    """
 
     def __init__(self, spark: SparkSession, catalog: Catalog, queries: Sequence[RegisteredQuery],
                  inputs: Mapping[str, str | Path], output_dir: str | Path, store_url: str,
-                 checkpoint: str | Path, *, switches: bool = True):
+                 checkpoint: str | Path, *, switches: bool = True, lateness_seconds: float = 0.0):
         self.spark = spark
         self.catalog = catalog
         self.queries = {q.id: q for q in queries}
         self.shared: SharedPlan = shared_network(catalog, queries)
         self.placed: PlacedNetwork = place_switches(self.shared.network)
-        self.server = AuthorizationServer(store_url)
+        self.store_url = store_url
         self.inputs = inputs
         self.output = Path(output_dir)
         self.checkpoint = Path(checkpoint)
         self.state_root = self.checkpoint / "network-state"
-        self.switches = switches  # False: every branch runs, only the outputs are filtered (post-filtering)
+        self.switches = switches
+        self.lateness = timedelta(seconds=lateness_seconds)
         self.counters: Counter[str] = Counter()  # vertex id -> micro-batches in which it ran
         self._cached: list[DataFrame] = []
-        self.horizon = self._horizon()
         self._check_supported()
+        self.horizon = self._horizon()
+        self._context = Inputs({}, streaming=True, event_time=True)
 
     # -- setup -----------------------------------------------------------------------------
     def _check_supported(self) -> None:
         for vid, node in self.shared.nodes.items():
-            if self.shared.network.vertex(vid).kind is Kind.AGGREGATE:
-                raise UnsupportedError(f"vertex {vid} ({node.label}): a continuous shared network runs selections, "
-                                       "projections and joins; aggregates run in 'network replay'")
-            if isinstance(node, Join) and any(w is not None and w.kind == "rows"
-                                              for w in (node.left_window, node.right_window)):
-                raise UnsupportedError(f"vertex {vid}: joins over [ROWS n] windows run in replay only")
-        streams = {s for q in self.shared.plans.values() for s in _streams(q)}
-        ruled = sorted(s for s in streams if any(s in p.streams for p in self.catalog.policies))
-        if ruled:
-            raise UnsupportedError(f"stream {ruled[0]} has role policies, which apply per user: a continuous shared "
-                                   "network cannot share their operators; use 'network replay'")
+            windows = ((node.left_window, node.right_window) if isinstance(node, Join)
+                       else (node.window,) if isinstance(node, Aggregate) else ())
+            if any(w is not None and w.kind == "rows" for w in windows):
+                raise UnsupportedError(f"vertex {vid} ({node.label}): [ROWS n] windows need each stream's arrival "
+                                       "order, which a continuous network does not keep; use 'network replay'")
+            if isinstance(node, Aggregate) and (node.window is None or node.window.size_seconds is None):
+                raise UnsupportedError(f"vertex {vid} ({node.label}): a continuous aggregate needs a [RANGE] window")
+            if not isinstance(node, Source) and action_names(node):
+                raise UnsupportedError(f"vertex {vid} ({node.label}) depends on actions, which a continuous network "
+                                       "does not track; use 'network replay' or run the query alone")
 
     def _horizon(self) -> float:
-        """Seconds a tuple may still pair in some join of the network (what a closed switch keeps)."""
-        sizes = [w.size_seconds or 0.0 for n in self.shared.nodes.values() if isinstance(n, Join)
+        """Seconds a tuple may still be needed by some window of the network (what a closed switch keeps):
+        the widest join window plus the widest aggregate window (an aggregate over a join)."""
+        joins = [w.size_seconds or 0.0 for n in self.shared.nodes.values() if isinstance(n, Join)
                  for w in (n.left_window, n.right_window) if w is not None and w.kind == "range"]
-        return max(sizes, default=0.0)
+        aggregates = [n.window.size_seconds or 0.0 for n in self.shared.nodes.values()
+                      if isinstance(n, Aggregate) and n.window is not None]
+        return max(joins, default=0.0) + max(aggregates, default=0.0) + self.lateness.total_seconds()
 
     def input_stream(self) -> DataFrame:
+        """The union of the network's input streams and the access SPs, tagged by ``_stream``."""
         frames = []
         for vid in self.shared.network.topological_order():
             vertex = self.shared.network.vertex(vid)
@@ -110,6 +132,9 @@ class SharedNetworkRun:
             raw = read_input(self.spark, stream, self.inputs[stream.name], streaming=True)
             frames.append(raw.select(F.lit(stream.name).alias(STREAM), F.col("ts").alias(TS),
                                      *[F.col(a).alias(physical_name(stream.name, a)) for a in stream.attributes]))
+        sps = access_sps(self.spark, self.store_url)
+        frames.append(sps.select(F.lit(ACCESS).alias(STREAM), F.col("ts").alias(TS),
+                                 *[F.col(c).alias(physical_name(ACCESS, c)) for c in _SP_COLUMNS]))
         union = frames[0]
         for other in frames[1:]:
             union = union.unionByName(other, allowMissingColumns=True)
@@ -128,19 +153,20 @@ class SharedNetworkRun:
     def process(self, batch: DataFrame, batch_id: int) -> None:
         batch = batch.persist()
         try:
-            span = batch.agg(F.min(TS).alias("lo"), F.max(TS).alias("hi")).collect()[0]
-            if span["lo"] is None:
-                return
-            lo, hi = _utc(span["lo"]), _utc(span["hi"])
-            changes = self.server.changes()
             state = _State(self.spark, self.state_root, batch_id)
-            opened = {q: not self.switches or self._open(q, changes, lo, hi) for q in self.queries}
+            arrived = self._arrivals(batch, state)
+            if arrived is None:  # access SPs only (or nothing): the switches' state moves on
+                state.commit(self.counters)
+                return
+            lo, hi = arrived
+            changes = state.changes
+            opened = {o: not self.switches or self._open(o, changes, lo, hi) for o in self.shared.outputs}
             deltas: dict[str, DataFrame | None] = {}
             for vid in self.shared.network.topological_order():
                 deltas[vid] = self._vertex(vid, batch, deltas, opened, state, hi)
-            for q, out in self.shared.network.outputs:
+            for oid, out in self.shared.network.outputs:
                 if deltas.get(out) is not None:
-                    self._deliver(q, deltas[out], changes, batch_id)  # type: ignore[arg-type]
+                    self._deliver(oid, deltas[out], changes, batch_id)  # type: ignore[arg-type]
             state.commit(self.counters)
         finally:
             for frame in self._cached:
@@ -148,10 +174,30 @@ class SharedNetworkRun:
             self._cached.clear()
             batch.unpersist()
 
-    def _open(self, query: str, changes: Sequence[AccessChange], lo: datetime, hi: datetime) -> bool:
-        """Some user of ``query`` holds a grant overlapping [lo, hi] (the batch's event times)."""
-        for user in self.queries[query].users:
-            for start, end in grant_intervals(changes, query, user):
+    def _arrivals(self, batch: DataFrame, state: "_State") -> tuple[datetime, datetime] | None:
+        """One small job: the batch's access SPs (into the state) and each stream's time span.
+        Returns the data's [earliest, latest] ts, None when the batch holds no data."""
+        sp = F.struct(*[F.col(physical_name(ACCESS, c)).alias(c) for c in _SP_COLUMNS], F.col(TS).alias("ts"))
+        rows = (batch.groupBy(STREAM)
+                .agg(F.min(TS).alias("lo"), F.max(TS).alias("hi"),
+                     F.collect_list(F.when(F.col(STREAM) == ACCESS, sp)).alias("sps"))
+                .collect())
+        spans = {r[STREAM]: (_utc(r["lo"]), _utc(r["hi"])) for r in rows if r[STREAM] != ACCESS and r["lo"] is not None}
+        for r in rows:
+            if r[STREAM] == ACCESS:
+                state.add_changes(AccessChange(_utc(sp["ts"]), sp["query"], sp["user"], sp["sign"] == "+", sp["seq"])
+                                  for sp in r["sps"])
+        for stream, (_, latest) in spans.items():
+            state.advance(stream, latest)
+        if not spans:
+            return None
+        return min(lo for lo, _ in spans.values()), max(hi for _, hi in spans.values())
+
+    def _open(self, output: str, changes: Sequence[AccessChange], lo: datetime, hi: datetime) -> bool:
+        """Some user of ``output`` holds a grant overlapping [lo, hi] (the batch's event times)."""
+        out = self.shared.outputs[output]
+        for user in out.users:
+            for start, end in grant_intervals(changes, out.query, user):
                 if start <= hi and (end is None or end > lo):
                     return True
         return False
@@ -175,7 +221,14 @@ class SharedNetworkRun:
                 return None  # behind a closed switch (or nothing upstream ran): no work at all
             inputs.append(delta)
         self.counters[vid] += 1
-        result = self._operator(vid, node, inputs, state, now)
+        if isinstance(node, Join):
+            result = self._join(vid, node, inputs[0], inputs[1], state, now)
+        elif isinstance(node, Aggregate):
+            result = self._aggregate(vid, node, inputs[0], state)
+            if result is None:
+                return None  # no window can close before every input stream has sent something
+        else:
+            result = compile_operator(node, inputs, self._context)
         if vid in self.shared.network.common_prefix:
             result = result.persist()  # computed once, read by every query's branch
             self._cached.append(result)
@@ -195,53 +248,90 @@ class SharedNetworkRun:
             return None
         return delta if kept is None else kept.unionByName(delta)  # hand over what was kept while off
 
-    def _operator(self, vid: str, node: Node, inputs: list[DataFrame], state: "_State", now: datetime) -> DataFrame:
-        if isinstance(node, Filter):
-            return inputs[0].filter(F.coalesce(compile_expr(node.predicate), F.lit(False)))
-        if isinstance(node, Project):
-            times = [F.col(physical_name(f.relation, f.name)) for f in node.child.fields
-                     if f.name == "ts" and f.dtype == "timestamp" and f.relation]
-            event = F.greatest(*times) if len(times) > 1 else times[0]
-            return inputs[0].select(*[compile_expr(e).alias(name) for name, e in node.items], event.alias(EVENT))
-        if isinstance(node, Join):
-            return self._join(vid, node, inputs[0], inputs[1], state, now)
-        raise UnsupportedError(f"vertex {vid}: {type(node).__name__} does not run in a continuous network")
-
     def _join(self, vid: str, node: Join, left: DataFrame, right: DataFrame, state: "_State",
               now: datetime) -> DataFrame:
         """New pairs: new left × (kept ∪ new) right, plus kept left × new right."""
         kept_left, kept_right = state.load(f"{vid}-left", left.schema), state.load(f"{vid}-right", right.schema)
         condition = compile_expr(node.predicate) & _coexistence(node)
         all_right = right if kept_right is None else kept_right.unionByName(right)
-        pairs = left.join(all_right, condition, "inner")
+        pairs = _pairs(left, all_right, condition)
         if kept_left is not None:
-            pairs = pairs.unionByName(kept_left.join(right, condition, "inner"))
+            pairs = pairs.unionByName(_pairs(kept_left, right, condition))
         all_left = left if kept_left is None else kept_left.unionByName(left)
         state.save(f"{vid}-left", _recent(all_left, now, self.horizon, _ts_column(left)))
         state.save(f"{vid}-right", _recent(all_right, now, self.horizon, _ts_column(right)))
         return pairs
 
-    def _deliver(self, query: str, rows: DataFrame, changes: Sequence[AccessChange], batch_id: int) -> None:
-        node = self.shared.plans[query]
-        out = rows.select(*[(iso_timestamp(F.col(f"`{f.name}`")) if f.dtype == "timestamp" else F.col(f"`{f.name}`"))
-                            .alias(f.name) for f in node.fields],
-                          F.array().cast("array<string>").alias("_policies"), F.lit("network").alias("_graph"),
-                          F.col(EVENT)).persist()
-        try:
-            for user in self.queries[query].users:
-                periods = grant_intervals(changes, query, user)
-                target = self.output / user / query / f"batch={batch_id:010d}"
-                if not periods:
-                    continue
-                (out.filter(within_periods(periods)).drop(EVENT).write.mode("overwrite").option("ignoreNullFields", "false")
-                 .json(str(target)))
-        finally:
-            out.unpersist()
+    def _aggregate(self, vid: str, node: Aggregate, delta: DataFrame, state: "_State") -> DataFrame | None:
+        """The windows the watermark closed since the last batch, over the tuples kept for the
+        windows still open and the new ones; late tuples count only in windows not yet emitted."""
+        size = timedelta(seconds=node.window.size_seconds or 0.0)  # type: ignore[union-attr]
+        watermark = state.watermark({s.stream for s in sources(node)}, self.lateness)
+        emitted = state.emitted(vid)
+        kept = state.load(f"{vid}-open", delta.schema)
+        rows = delta if kept is None else kept.unionByName(delta)
+        event_time = compile_expr(node.event_time)
+        if watermark is None:
+            state.save(f"{vid}-open", rows)
+            return None
+        state.save(f"{vid}-open", rows.filter(event_time > F.lit(watermark - size)))
+        state.emit(vid, watermark)
+        windows = compile_operator(node, [rows], self._context)
+        closed = F.col(EVENT) <= F.lit(watermark)
+        return windows.filter(closed if emitted is None else closed & (F.col(EVENT) > F.lit(emitted)))
+
+    def _deliver(self, output: str, rows: DataFrame, changes: Sequence[AccessChange], batch_id: int) -> None:
+        """The terminal switch: each user of the output gets the rows inside their grant periods."""
+        out = self.shared.outputs[output]
+        recipients = [(i, user, periods) for i, user in enumerate(out.users)
+                      if (periods := grant_intervals(changes, out.query, user))]
+        if not recipients:
+            return
+        name = f"batch={batch_id:010d}" + ("" if output == out.query else f"-{output.split('@')[-1]}")
+        frame = output_frame(out.graph, rows)
+        if len(recipients) == 1:
+            _, user, periods = recipients[0]
+            _json(frame.filter(within_periods(periods)).drop(EVENT), self.output / user / out.query / name)
+            return
+        # Several users: one write, partitioned by user, then each part moved into the user's folder.
+        to = F.array_compact(F.array(*[F.when(within_periods(p), F.lit(i)) for i, _, p in recipients]))
+        staging = self.checkpoint / "staging" / f"{output}-{batch_id}"
+        _json(frame.withColumn("_to", F.explode(to)).drop(EVENT), staging, partition="_to")
+        for i, user, _ in recipients:
+            target = self.output / user / out.query / name
+            shutil.rmtree(target, ignore_errors=True)
+            part = staging / f"_to={i}"
+            if part.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(part), str(target))
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _json(frame: DataFrame, folder: Path, partition: str | None = None) -> None:
+    writer = frame.write.mode("overwrite").option("ignoreNullFields", "false")
+    if partition is not None:
+        writer = writer.partitionBy(partition)
+    writer.json(str(folder))
+
+
+def _pairs(left: DataFrame, right: DataFrame, condition: Column) -> DataFrame:
+    """An inner join whose rows name the policies of both sides (as the engine's join does)."""
+    if POLICIES not in right.columns:
+        return left.join(right, condition, "inner")
+    joined = left.join(right.withColumnRenamed(POLICIES, "__right_policies"), condition, "inner")
+    merged = (F.sort_array(F.array_distinct(F.concat(F.col(POLICIES), F.col("__right_policies"))))
+              if POLICIES in left.columns else F.col("__right_policies"))
+    return joined.withColumn(POLICIES, merged).drop("__right_policies")
 
 
 class _State:
     """The network's explicit state for one micro-batch: read from the last committed batch,
-    written under this batch's folder, committed by a marker (a retried batch starts over)."""
+    written under this batch's folder, committed by a marker (a retried batch starts over).
+
+    Frames (join sides, open windows, what closed switches keep) are Parquet folders; the
+    access SPs received so far, each stream's latest ``ts`` and each aggregate's last
+    emitted watermark are one small JSON file.
+    """
 
     def __init__(self, spark: SparkSession, root: Path, batch_id: int):
         self.spark = spark
@@ -251,6 +341,34 @@ class _State:
         self.previous = root / f"{committed[-1]:010d}" if committed else None
         if self.folder.exists():
             shutil.rmtree(self.folder)
+        known: dict[str, Any] = {}
+        if self.previous is not None and (self.previous / "switches.json").exists():
+            known = json.loads((self.previous / "switches.json").read_text())
+        self.changes: list[AccessChange] = [
+            AccessChange(parse_timestamp(ts), query, user, grant, seq) for seq, ts, query, user, grant in known.get("access", [])]
+        self.latest: dict[str, str] = known.get("latest", {})
+        self.watermarks: dict[str, str] = known.get("emitted", {})
+
+    def add_changes(self, changes: Any) -> None:
+        seen = {c.line for c in self.changes}
+        self.changes += [c for c in changes if c.line not in seen]
+        self.changes.sort(key=lambda c: c.line)
+
+    def advance(self, stream: str, latest: datetime) -> None:
+        if stream not in self.latest or _iso(latest) > self.latest[stream]:
+            self.latest[stream] = _iso(latest)
+
+    def watermark(self, streams: set[str], lateness: timedelta) -> datetime | None:
+        """The smallest latest ``ts`` over ``streams``, less the lateness (None: one has sent nothing yet)."""
+        if any(s not in self.latest for s in streams):
+            return None
+        return min(parse_timestamp(self.latest[s]) for s in streams) - lateness
+
+    def emitted(self, vid: str) -> datetime | None:
+        return parse_timestamp(self.watermarks[vid]) if vid in self.watermarks else None
+
+    def emit(self, vid: str, watermark: datetime) -> None:
+        self.watermarks[vid] = _iso(watermark)
 
     def load(self, key: str, schema) -> DataFrame | None:  # type: ignore[no-untyped-def]
         """What the last committed batch kept under ``key`` (None: nothing, so no empty
@@ -266,10 +384,17 @@ class _State:
     def commit(self, counters: Counter[str]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "counters.json").write_text(json.dumps(dict(counters)))
+        (self.folder / "switches.json").write_text(json.dumps({
+            "access": [[c.line, _iso(c.ts), c.query, c.user, c.grant] for c in self.changes],
+            "latest": self.latest, "emitted": self.watermarks}))
         (self.folder / "_COMMITTED").write_text("")
         for old in sorted(p for p in self.root.iterdir() if p.is_dir() and p != self.folder):
             if old != self.previous:
                 shutil.rmtree(old, ignore_errors=True)
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _utc(value: datetime) -> datetime:
@@ -278,8 +403,6 @@ def _utc(value: datetime) -> datetime:
 
 
 def _coexistence(node: Join) -> Column:
-    from streamwarden.plan.nodes import sources
-
     condition = F.lit(True)
     for a in sources(node.left):
         for b in sources(node.right):
@@ -292,23 +415,17 @@ def _coexistence(node: Join) -> Column:
 
 
 def _ts_column(frame: DataFrame) -> list[str]:
-    return [c for c in frame.columns if c == "ts" or c.endswith("__ts")]
+    return [c for c in frame.columns if c in ("ts", EVENT) or c.endswith("__ts")]
 
 
 def _recent(frame: DataFrame, now: datetime, horizon: float, ts_columns: list[str] | None = None) -> DataFrame:
-    """The tuples a window may still pair: every ts within ``horizon`` of the newest seen."""
+    """The tuples a window may still need: every ts within ``horizon`` of the newest seen."""
     columns = ts_columns or _ts_column(frame)
     if not columns:
         return frame
     oldest = now - timedelta(seconds=horizon)
     newest = F.greatest(*[F.col(c) for c in columns]) if len(columns) > 1 else F.col(columns[0])
     return frame.filter(newest >= F.lit(oldest))
-
-
-def _streams(plan: Node) -> set[str]:
-    from streamwarden.plan.nodes import sources
-
-    return {s.stream for s in sources(plan)}
 
 
 def read_user_rows(spark: SparkSession, output_dir: str | Path, user: str, query: str) -> list[dict]:
