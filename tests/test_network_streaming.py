@@ -117,6 +117,30 @@ def run_network(spark, catalog, queries, inputs, root: Path, store: str) -> Shar
     return run
 
 
+def test_with_the_prefix_guarded_a_network_nobody_may_see_does_no_work(spark, tmp_path) -> None:
+    data, inputs = records(80), {s: str(tmp_path / "in" / s) for s in ("Stream1", "Stream2", "Stream3")}
+    store = sqlite_url(tmp_path / "auth.db")
+    server = AuthorizationServer(store)
+    server.grant("CQ1", "ann", T0 - timedelta(hours=1))
+    server.revoke("CQ1", "ann", T0)  # before any tuple: nobody may see anything yet
+    feed(tmp_path / "in", 0, data, 0, 40)
+    run = SharedNetworkRun(spark, CATALOG, QUERIES, inputs, tmp_path / "out", store, tmp_path / "cp",
+                           guard_prefix=True)
+    stream = run.start(trigger="1 second")
+    try:
+        stream.processAllAvailable()
+        assert sum(run.counters.values()) == 0  # not even the common prefix ran
+        server.grant("CQ2", "ann", T0 + timedelta(minutes=10))  # regained while it runs
+        feed(tmp_path / "in", 1, data, 40, 80)
+        stream.processAllAvailable()
+    finally:
+        stream.stop()
+    expected = replayed(spark, CATALOG, QUERIES, server.changes(), inputs, tmp_path / "replay")
+    assert expected[("ann", "CQ2")]  # including pairs with tuples kept while everything was off
+    for (user, query), rows in expected.items():
+        assert full(read_user_rows(spark, tmp_path / "out", user, query)) == full(rows), (user, query)
+
+
 def test_windowed_aggregates_run_in_the_network_and_close_with_the_watermark(spark, tmp_path) -> None:
     queries = load_queries_text(f"""
 queries:

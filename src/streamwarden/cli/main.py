@@ -125,6 +125,10 @@ def _parser() -> argparse.ArgumentParser:
     net_run.add_argument("--checkpoint", default=None, help="default: DIR/_checkpoint")
     net_run.add_argument("--trigger", default="2 seconds")
     net_run.add_argument("--available-now", action="store_true", help="process what is there, then stop")
+    net_run.add_argument("--lateness", default="0 seconds",
+                         help="how late a tuple may arrive and still count in an aggregate's windows")
+    net_run.add_argument("--guard-prefix", action="store_true",
+                         help="beyond Algorithm 2: also stop the shared operators when every query they serve is off")
     net_explain = network_sub.add_parser("explain", help="the shared-operator network, its common prefix and switches")
     net_explain.add_argument("--catalog", required=True)
     net_explain.add_argument("--queries", required=True)
@@ -244,8 +248,11 @@ def _network_run(args: argparse.Namespace) -> int:
     catalog = api.load_catalog(args.catalog)
     queries = load_queries(args.queries, catalog)
     checkpoint = args.checkpoint or str(Path(args.output_dir) / "_checkpoint")
+    from streamwarden.language.parser import parse_duration
+
     run = SharedNetworkRun(get_spark(), catalog, queries, _inputs(args.input), args.output_dir, args.store,
-                           checkpoint)
+                           checkpoint, guard_prefix=args.guard_prefix,
+                           lateness_seconds=parse_duration(args.lateness, "--lateness", zero=True))
     stream = run.start(trigger=args.trigger, available_now=args.available_now)
     print(f"network of {len(queries)} queries running as {stream.id}; grant/revoke with --store {args.store} "
           "(Ctrl-C to stop)", file=sys.stderr)

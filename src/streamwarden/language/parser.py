@@ -150,15 +150,15 @@ class _Parser(TokenCursor):
         return ast.Window(window.kind, window.size_seconds, window.slide_seconds, window.rows,
                           span=open_.span.merge(close.span))
 
-    def duration(self) -> float:
+    def duration(self, *, zero: bool = False) -> float:
         number = self.expect("NUMBER", "a duration such as '10 seconds' or '5 min'")
         unit = self.tok
         if unit.kind != "IDENT" or unit.text.lower() not in _UNITS:
             self.fail("expected a time unit (seconds, min, hours, ...)")
         self.advance()
         seconds = float(number.text) * _UNITS[unit.text.lower()]
-        if seconds <= 0:
-            raise QuerySyntaxError("a window duration must be positive", self.source, number.span.merge(unit.span))
+        if seconds < 0 or (seconds == 0 and not zero):
+            raise QuerySyntaxError("a window duration must be positive" if not zero else "a duration cannot be negative", self.source, number.span.merge(unit.span))
         return seconds
 
     # -- expressions ----------------------------------------------------------------
@@ -344,14 +344,14 @@ def parse_expression(source: SourceText | str) -> ast.Expr:
     return expr
 
 
-def parse_duration(text: str, name: str = "<duration>") -> float:
-    """Parse ``"1 hour"`` into seconds. Raises :class:`QuerySyntaxError`.
+def parse_duration(text: str, name: str = "<duration>", *, zero: bool = False) -> float:
+    """Parse ``"1 hour"`` into seconds (``zero``: ``"0 seconds"`` too). Raises :class:`QuerySyntaxError`.
 
     >>> parse_duration("90 seconds")
     90.0
     """
     parser = _Parser(SourceText(name, text))
-    seconds = parser.duration()
+    seconds = parser.duration(zero=zero)
     if parser.tok.kind != "EOF":
         parser.fail("expected end of duration")
     return seconds

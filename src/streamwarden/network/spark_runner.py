@@ -73,13 +73,17 @@ class SharedNetworkRun:
     """A shared network over file streams, ready to start as one Spark streaming query.
 
     ``switches=False`` is the post-filtering baseline: every branch runs and only the
-    terminal switches filter. ``lateness`` is how far behind the latest ``ts`` of a
-    stream its tuples may still arrive before an aggregate's windows close.
+    terminal switches filter. ``guard_prefix=True`` goes beyond Algorithm 2, which leaves
+    the common prefix unguarded: each input edge of a shared operator gets a switch too,
+    on while any output that operator serves is, so a prefix serving only queries that
+    lost every user stops as well. ``lateness_seconds`` is how far behind the latest
+    ``ts`` of a stream its tuples may still arrive before an aggregate's windows close.
     """
 
     def __init__(self, spark: SparkSession, catalog: Catalog, queries: Sequence[RegisteredQuery],
                  inputs: Mapping[str, str | Path], output_dir: str | Path, store_url: str,
-                 checkpoint: str | Path, *, switches: bool = True, lateness_seconds: float = 0.0):
+                 checkpoint: str | Path, *, switches: bool = True, guard_prefix: bool = False,
+                 lateness_seconds: float = 0.0):
         self.spark = spark
         self.catalog = catalog
         self.queries = {q.id: q for q in queries}
@@ -91,11 +95,15 @@ class SharedNetworkRun:
         self.checkpoint = Path(checkpoint)
         self.state_root = self.checkpoint / "network-state"
         self.switches = switches
+        self.guard_prefix = guard_prefix and switches
         self.lateness = timedelta(seconds=lateness_seconds)
         self.counters: Counter[str] = Counter()  # vertex id -> micro-batches in which it ran
         self._cached: list[DataFrame] = []
         self._check_supported()
         self.horizon = self._horizon()
+        vertex_of = {node: vid for vid, node in self.shared.nodes.items()}
+        self._aggregates = {o: [vertex_of[n] for n in walk(plan) if isinstance(n, Aggregate)]
+                            for o, plan in self.shared.plans.items()}
         self._context = Inputs({}, streaming=True, event_time=True)
 
     # -- setup -----------------------------------------------------------------------------
@@ -160,7 +168,8 @@ class SharedNetworkRun:
                 return
             lo, hi = arrived
             changes = state.changes
-            opened = {o: not self.switches or self._open(o, changes, lo, hi) for o in self.shared.outputs}
+            opened = {o: not self.switches or self._open(o, changes, self._earliest(o, lo, state), hi)
+                      for o in self.shared.outputs}
             deltas: dict[str, DataFrame | None] = {}
             for vid in self.shared.network.topological_order():
                 deltas[vid] = self._vertex(vid, batch, deltas, opened, state, hi)
@@ -193,8 +202,16 @@ class SharedNetworkRun:
             return None
         return min(lo for lo, _ in spans.values()), max(hi for _, hi in spans.values())
 
+    def _earliest(self, output: str, lo: datetime, state: "_State") -> datetime:
+        """The earliest event time a row of ``output`` made in this batch can have: ``lo``, or for
+        an aggregate the end of the first window it has not emitted yet (any, before its first)."""
+        for vid in self._aggregates[output]:
+            emitted = state.emitted(vid)
+            lo = min(lo, emitted if emitted is not None else datetime.min.replace(tzinfo=timezone.utc))
+        return lo
+
     def _open(self, output: str, changes: Sequence[AccessChange], lo: datetime, hi: datetime) -> bool:
-        """Some user of ``output`` holds a grant overlapping [lo, hi] (the batch's event times)."""
+        """Some user of ``output`` holds a grant overlapping [lo, hi], the event times of the rows it may get."""
         out = self.shared.outputs[output]
         for user in out.users:
             for start, end in grant_intervals(changes, out.query, user):
@@ -236,13 +253,15 @@ class SharedNetworkRun:
 
     def _gate(self, tail: str, head: str, delta: DataFrame | None, opened: Mapping[str, bool], state: "_State",
               now: datetime) -> DataFrame | None:
-        sites = [s for s in self.placed.switches if s.kind is not SwitchKind.TERMINAL and s.tail == tail
-                 and s.head == head]
-        if not sites or delta is None:
+        guards = {s.query for s in self.placed.switches if s.kind is not SwitchKind.TERMINAL and s.tail == tail
+                  and s.head == head}
+        if not guards and self.guard_prefix and head in self.shared.network.common_prefix:
+            guards = set(self.shared.network.vertex(head).queries)  # beyond Algorithm 2: the prefix, too
+        if not guards or delta is None:
             return delta
         key = f"gate-{tail}-{head}"
         kept = state.load(key, delta.schema) if self.horizon else None
-        if not any(opened[s.query] for s in sites):
+        if not any(opened[q] for q in guards):
             if self.horizon:
                 state.save(key, _recent(delta if kept is None else kept.unionByName(delta), now, self.horizon))
             return None
