@@ -106,6 +106,7 @@ queries:
       AND s2.speed < 30 AND s3.category = "social"
 """
 SWITCHES, POST, UNSHARED, NEVER = "switches", "post-filtering", "unshared", "post-filtering, never granted"
+GUARDED = "switches, prefix guarded"  # beyond Algorithm 2: SharedNetworkRun(guard_prefix=True)
 FULL = "none"  # the access pattern in which no query loses access
 
 
@@ -291,7 +292,8 @@ class Experiment:
     def network(self, queries: Sequence[RegisteredQuery], config: Config, folder: Path) -> SharedNetworkRun:
         return SharedNetworkRun(self.spark, self.catalog, queries, self.inputs[config.data], folder / "out",
                                 sqlite_url(folder / "auth.db"), folder / "cp",
-                                switches=config.kind in (SWITCHES, UNSHARED))
+                                switches=config.kind in (SWITCHES, UNSHARED, GUARDED),
+                                guard_prefix=config.kind == GUARDED)
 
     def run(self, config: Config) -> dict[str, Any]:
         """Process the input once in ``config``: wall and CPU time, what ran, what was delivered.
@@ -366,6 +368,9 @@ def _run(x: Experiment) -> dict[str, Any]:
     loss_patterns = list(s.loss_patterns) if s.loss_patterns is not None else patterns(ids)[1:]
     all_patterns = [FULL] + loss_patterns
     configs = [Config(kind, p) for p in all_patterns for kind in (SWITCHES, POST)] + [Config(UNSHARED)]
+    everyone = next((p for p in loss_patterns if len(lost_queries(p)) == len(ids)), None)
+    guarded_patterns = [FULL] + ([everyone] if everyone else [])
+    configs += [Config(GUARDED, p) for p in guarded_patterns]
     x.log(f"  input: {', '.join(f'{k} {v:,}' for k, v in x.tuples.items())} tuples "
           f"({x.generate_s:.1f} s to generate); {len(configs)} configurations × {s.reps} rounds")
     started = time.perf_counter()
@@ -431,6 +436,8 @@ def _run(x: Experiment) -> dict[str, Any]:
             not set(x.placed.shut_off(lost_queries(p))) & set(get(SWITCHES, p)["vertices_ran"])
             for p in loss_patterns),
         "stable": all(m["stable"] for m in measured.values()),
+        "prefix_guard_changes_no_row": all(get(GUARDED, p)["delivered"] == get(SWITCHES, p)["delivered"]
+                                           for p in guarded_patterns),
     }
     result: dict[str, Any] = {
         "settings": s.as_dict(),
@@ -467,6 +474,13 @@ def _run(x: Experiment) -> dict[str, Any]:
              "saved_cpu_pct": _pct_saved(get(NEVER, p)["cpu_s"], get(SWITCHES, p)["cpu_s"]),
              "same_rows": get(NEVER, p)["delivered"] == get(POST, p)["delivered"]}
             for p in s.diagnostic_patterns],
+        "guarded": [
+            {"pattern": p, "cpu_s": get(GUARDED, p)["cpu_s"], "wall_s": get(GUARDED, p)["wall_s"],
+             "jobs": get(GUARDED, p)["jobs"], "switches_cpu_s": get(SWITCHES, p)["cpu_s"],
+             "switches_jobs": get(SWITCHES, p)["jobs"], "post_cpu_s": get(POST, p)["cpu_s"],
+             "saved_cpu_pct": _pct_saved(get(POST, p)["cpu_s"], get(GUARDED, p)["cpu_s"]),
+             "operators_run": len([v for v in get(GUARDED, p)["vertices_ran"] if v.startswith("v")])}
+            for p in guarded_patterns],
         "checks": checks,
         "paper": {"switch_overhead_pct": PAPER_SWITCH_OVERHEAD_PCT,
                   "loss_savings_pct": {str(k): v for k, v in PAPER_LOSS_SAVINGS_PCT.items()}},

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench.network_spark import FULL, NEVER, POST, SWITCHES, TARGET_OVERHEAD_PCT, TARGET_SHARED_RATIO, UNSHARED
+from bench.network_spark import (FULL, GUARDED, NEVER, POST, SWITCHES, TARGET_OVERHEAD_PCT, TARGET_SHARED_RATIO,
+                                 UNSHARED)
 from bench.report import Check, _table
 from bench.report_network_sim import _mean, _run_line
 
@@ -86,6 +87,7 @@ def _configurations_table(ns: dict[str, Any]) -> str:
     rows = []
     patterns = [FULL] + [p["pattern"] for p in ns["loss"]]
     kinds = [(SWITCHES, patterns), (POST, patterns), (UNSHARED, [FULL]),
+             (GUARDED, [g["pattern"] for g in ns.get("guarded", [])]),
              (NEVER, [p["pattern"] for p in ns["never_granted"]])]
     for kind, pats in kinds:
         for pattern in pats:
@@ -172,6 +174,19 @@ def _observations(ns: dict[str, Any]) -> list[str]:
             "no switch stands in front of the common prefix (Algorithm 2, as in the simulation), and what every "
             "run pays whatever the operators do remains: starting the streaming query, listing and reading the "
             "input, the micro-batch's bookkeeping and checkpoint.")
+    for g in ns.get("guarded", []):
+        if g["pattern"] == FULL:
+            notes.append(
+                f"Prefix guard (beyond Algorithm 2: `guard_prefix=True` puts a switch on each input edge of the common "
+                f"prefix too), full access: {g['cpu_s']:.2f} s CPU against {g['switches_cpu_s']:.2f} s with Algorithm "
+                f"2's switches alone ({g['jobs']:.0f} Spark jobs against {g['switches_jobs']:.0f}).")
+        else:
+            notes.append(
+                f"Prefix guard, {g['pattern']} lost: {g['cpu_s']:.2f} s CPU, {g['operators_run']} operators run, "
+                f"{g['jobs']:.0f} Spark jobs; it saves {_pct(g['saved_cpu_pct'])} against post-filtering where "
+                f"Algorithm 2's placement saves {_pct(_pct_of(g['post_cpu_s'], g['switches_cpu_s']))}. What remains "
+                "is what a run pays before any operator: the streaming query, reading the input and the access SPs, "
+                "the batch's bookkeeping.")
     full = _config(ns, SWITCHES)
     scale = ns.get("scale")
     if scale:
@@ -279,3 +294,8 @@ def network_spark_section(ns: dict[str, Any], run: dict[str, Any] | None = None)
             "all users together; operators that ran (switched-off branches do not run).", "",
             _configurations_table(ns), ""]
     return "\n".join(out)
+
+
+def _pct_of(base: float, value: float) -> float:
+    """The saving of ``value`` against ``base``, in %."""
+    return 100 * (base - value) / base if base else 0.0

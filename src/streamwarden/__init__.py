@@ -6,8 +6,21 @@
     ['ag1']
 """
 
-from streamwarden.api import Catalog, CatalogStore, Rewriting, authorize, load_catalog, replay, replay_to_file, run
+from typing import Any
+
 from streamwarden.errors import StreamwardenError
+
+_API = ("Catalog", "CatalogStore", "Rewriting", "authorize", "load_catalog", "replay", "replay_to_file", "run")
+
+
+def __getattr__(name: str) -> Any:
+    # The API (and Spark with it) loads on first use, so a Spark Python worker that imports one
+    # small module of streamwarden (a data source's reader) does not pay for the whole package.
+    if name in _API:
+        from streamwarden import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'streamwarden' has no attribute {name!r}")
 
 __all__ = [
     "Catalog", "CatalogStore", "Rewriting", "StreamwardenError", "authorize", "load_catalog", "replay",

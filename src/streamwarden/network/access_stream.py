@@ -42,11 +42,21 @@ class AccessSps(DataSource):
         return _StreamReader(self.options["store"])
 
 
-def _records(store: str, after: int, upto: int | None) -> Iterator[tuple]:
-    from streamwarden.network.authorization import AuthorizationServer
+def _engine(store: str):  # type: ignore[no-untyped-def]
+    from sqlalchemy import create_engine
 
-    for change in AuthorizationServer(store).changes(after=after, upto=upto):
-        yield change.line, change.ts, change.query, change.user, "+" if change.grant else "-"
+    from streamwarden.network.access_log import metadata
+
+    engine = create_engine(store)
+    metadata.create_all(engine)  # a network may start before anything was granted
+    return engine
+
+
+def _records(store: str, after: int, upto: int | None) -> Iterator[tuple]:
+    from streamwarden.network.access_log import read_changes
+
+    for seq, ts, query, user, grant in read_changes(_engine(store), after, upto):
+        yield seq, ts, query, user, "+" if grant else "-"
 
 
 class _BatchReader(DataSourceReader):
@@ -62,20 +72,20 @@ class _StreamReader(DataSourceStreamReader):
 
     def __init__(self, store: str):
         self.store = store
-        self._server: object | None = None  # one connection pool on the driver, not one per batch
+        self._engine: object | None = None  # one connection pool on the driver, not one per batch
 
     def __getstate__(self) -> dict:
-        return {"store": self.store, "_server": None}
+        return {"store": self.store, "_engine": None}
 
     def initialOffset(self) -> dict:
         return {"seq": 0}
 
     def latestOffset(self) -> dict:
-        from streamwarden.network.authorization import AuthorizationServer
+        from streamwarden.network.access_log import last_seq
 
-        if self._server is None:
-            self._server = AuthorizationServer(self.store)
-        return {"seq": self._server.last_seq()}  # type: ignore[attr-defined]
+        if self._engine is None:
+            self._engine = _engine(self.store)
+        return {"seq": last_seq(self._engine)}  # type: ignore[arg-type]
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         if end["seq"] <= start["seq"]:

@@ -18,30 +18,20 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from sqlalchemy import Boolean, Column, DateTime, Integer, MetaData, String, Table, func, insert, select
+from sqlalchemy import insert
 
-from streamwarden.catalog.store import CatalogStore, _utc
+from streamwarden.catalog.store import CatalogStore
 from streamwarden.errors import StreamwardenError
 from streamwarden.language.expressions import parse_timestamp
+from streamwarden.network.access_log import changes_table, last_seq, metadata, read_changes
 from streamwarden.network.registry import AccessChange
-
-_metadata = MetaData()
-_changes = Table(
-    "access_changes", _metadata,
-    Column("seq", Integer, primary_key=True, autoincrement=True),
-    Column("ts", DateTime(timezone=True), nullable=False),
-    Column("query", String, nullable=False),
-    Column("user", String, nullable=False),
-    Column("grant", Boolean, nullable=False),
-)
-
 
 class AuthorizationServer:
     """Access changes in a SQL store (SQLite by default; the catalog store's URL)."""
 
     def __init__(self, url: str):
         self.store = CatalogStore(url)
-        _metadata.create_all(self.store.engine)
+        metadata.create_all(self.store.engine)
 
     def grant(self, query: str, user: str, ts: str | datetime | None = None, *,
               until: str | datetime | None = None) -> None:
@@ -62,22 +52,17 @@ class AuthorizationServer:
 
     def changes(self, *, after: int = 0, upto: int | None = None) -> tuple[AccessChange, ...]:
         """The changes in the order issued; ``after``/``upto`` bound their ``seq`` (an SP stream's offsets)."""
-        query = select(_changes).where(_changes.c.seq > after).order_by(_changes.c.seq)
-        if upto is not None:
-            query = query.where(_changes.c.seq <= upto)
-        with self.store.engine.connect() as conn:
-            rows = conn.execute(query).all()
-        return tuple(AccessChange(_utc(r.ts), r.query, r.user, r.grant, r.seq) for r in rows)  # type: ignore[arg-type]
+        return tuple(AccessChange(ts, query, user, grant, seq)
+                     for seq, ts, query, user, grant in read_changes(self.store.engine, after, upto))
 
     def last_seq(self) -> int:
         """The ``seq`` of the latest change (0: none yet)."""
-        with self.store.engine.connect() as conn:
-            return int(conn.execute(select(func.max(_changes.c.seq))).scalar() or 0)
+        return last_seq(self.store.engine)
 
     def _record(self, query: str, user: str, grant: bool, ts: str | datetime | None) -> None:
         when = _time(ts)
         with self.store.engine.begin() as conn:
-            conn.execute(insert(_changes).values(ts=when, query=query, user=user, grant=grant))
+            conn.execute(insert(changes_table).values(ts=when, query=query, user=user, grant=grant))
 
 
 def _time(ts: str | datetime | None) -> datetime:
