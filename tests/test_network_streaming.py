@@ -211,18 +211,24 @@ queries:
     assert len(nurse) < len(expected[("ann", "CQ1")]) and expected[("dan", "CQ1")] == []
 
 
-def test_access_changes_reach_the_network_as_sps_in_the_order_issued(spark, tmp_path) -> None:
-    from streamwarden.network.access_stream import access_sps
+def test_every_access_change_is_published_as_an_sp_in_the_order_issued(spark, tmp_path) -> None:
+    from streamwarden.network.authorization import SP_SCHEMA
 
     store = sqlite_url(tmp_path / "auth.db")
     server = AuthorizationServer(store)
     server.grant("CQ1", "ann", T0, until=T0 + timedelta(minutes=5))  # an expiry is a revocation SP
     server.revoke("CQ2", "bob", T0 + timedelta(minutes=1))
-    rows = [r.asDict() for r in access_sps(spark, store, streaming=False).collect()]
-    assert [(r["seq"], r["query"], r["user"], r["sign"]) for r in rows] == [
-        (1, "CQ1", "ann", "+"), (2, "CQ1", "ann", "-"), (3, "CQ2", "bob", "-")]
+    (server.sp_folder / "sp-000000000002.jsonl").unlink()  # as if the server stopped before writing it
+    assert AuthorizationServer(store).publish() == 1
+    rows = [r.asDict() for r in spark.read.schema(SP_SCHEMA).json(str(server.sp_folder)).orderBy("seq").collect()]
+    assert [(r["seq"], r["ts"].replace(tzinfo=timezone.utc) if r["ts"].tzinfo is None else r["ts"], r["query"],
+             r["user"], r["sign"]) for r in rows] == [
+        (1, T0, "CQ1", "ann", "+"), (2, T0 + timedelta(minutes=5), "CQ1", "ann", "-"),
+        (3, T0 + timedelta(minutes=1), "CQ2", "bob", "-")]
     with pytest.raises(StreamwardenError, match="must expire after it starts"):
         server.grant("CQ1", "ann", T0, until=T0)
+    with pytest.raises(StreamwardenError, match="name the folder its access SPs go to"):
+        AuthorizationServer("sqlite:///:memory:").sp_folder
 
 
 @pytest.mark.parametrize("catalog, query, message", [

@@ -15,7 +15,7 @@ _API = ("Catalog", "CatalogStore", "Rewriting", "authorize", "load_catalog", "re
 
 def __getattr__(name: str) -> Any:
     # The API (and Spark with it) loads on first use, so a Spark Python worker that imports one
-    # small module of streamwarden (a data source's reader) does not pay for the whole package.
+    # small module of streamwarden (the punctuated-files reader) does not pay for the whole package.
     if name in _API:
         from streamwarden import api
 

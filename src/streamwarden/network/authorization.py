@@ -1,37 +1,96 @@
 """The authorization server: the policies P ⊆ CQ × U, kept as a log of access changes.
 
 Every grant, revocation or expiry is one row (time, query, user, sign) in the catalog
-store, in the order issued (``seq``). Each row is also an access SP: a running network
-reads the new ones as a stream alongside its data (:mod:`streamwarden.network.access_stream`),
-so a change takes effect without restarting anything; the rows a user then receives
-follow :func:`streamwarden.network.registry.grant_intervals` (by the rows' event time).
-A grant with an expiry (``until``) is a grant and, at once, the revocation that ends it.
+store, in the order issued (``seq``), and at once an *access SP*: one JSON line
+``{"seq": 7, "ts": "...", "query": "q1", "user": "ann", "sign": "+"}`` (the access-change
+format, with its place in the log) written as its own file into the SP folder. A running
+network reads that folder as one more input stream, in the same Spark query as its data
+(Spark's file source: Spark checkpoints which SPs it read, no Python process is
+involved), so a change takes effect without restarting anything; the rows a user then
+receives follow :func:`streamwarden.network.registry.grant_intervals` (by the rows'
+event time). A grant with an expiry (``until``) is a grant and, at once, the revocation
+that ends it.
+
+The SP folder of a SQLite store ``dir/auth.db`` is ``dir/auth.db.sps/``; other stores
+name one. A change recorded but not yet written as an SP (a crash in between) is written
+by :meth:`AuthorizationServer.publish`, which a network calls when it starts.
 
     >>> import tempfile, os
     >>> server = AuthorizationServer("sqlite:///" + os.path.join(tempfile.mkdtemp(), "auth.db"))
     >>> server.grant("q1", "ann", "2026-03-01T10:00:00Z"); server.revoke("q1", "ann", "2026-03-01T10:05:00Z")
     >>> [(c.user, c.grant) for c in server.changes()]
     [('ann', True), ('ann', False)]
+    >>> sorted(p.name for p in server.sp_folder.iterdir())
+    ['sp-000000000001.jsonl', 'sp-000000000002.jsonl']
 """
 
 from __future__ import annotations
 
+import json
+import os
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
 
-from sqlalchemy import insert
+from sqlalchemy import Boolean, Column, DateTime, Integer, MetaData, String, Table, insert, select
+from sqlalchemy.engine import Engine
 
 from streamwarden.catalog.store import CatalogStore
 from streamwarden.errors import StreamwardenError
 from streamwarden.language.expressions import parse_timestamp
-from streamwarden.network.access_log import changes_table, last_seq, metadata, read_changes
 from streamwarden.network.registry import AccessChange
 
-class AuthorizationServer:
-    """Access changes in a SQL store (SQLite by default; the catalog store's URL)."""
+_metadata = MetaData()
+_changes = Table(
+    "access_changes", _metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("ts", DateTime(timezone=True), nullable=False),
+    Column("query", String, nullable=False),
+    Column("user", String, nullable=False),
+    Column("grant", Boolean, nullable=False),
+)
 
-    def __init__(self, url: str):
+
+def _read_changes(engine: Engine) -> Iterator[tuple[int, datetime, str, str, bool]]:
+    """(seq, ts in UTC, query, user, grant) in the order issued."""
+    query = select(_changes).order_by(_changes.c.seq)
+    with engine.connect() as conn:
+        for row in conn.execute(query):
+            ts = row.ts if row.ts.tzinfo is not None else row.ts.replace(tzinfo=timezone.utc)  # SQLite: naive UTC
+            yield row.seq, ts.astimezone(timezone.utc), row.query, row.user, bool(row.grant)
+
+
+#: The schema of an access SP record, as a running network reads it.
+SP_SCHEMA = "seq long, ts timestamp, query string, user string, sign string"
+
+
+class AuthorizationServer:
+    """Access changes in a SQL store (SQLite by default; the catalog store's URL), each
+    published as an access SP into ``sp_folder``."""
+
+    def __init__(self, url: str, sp_folder: str | Path | None = None):
         self.store = CatalogStore(url)
-        metadata.create_all(self.store.engine)
+        _metadata.create_all(self.store.engine)
+        self._sp_folder = Path(sp_folder).resolve() if sp_folder is not None else _default_sp_folder(self.store.url)
+
+    @property
+    def sp_folder(self) -> Path:
+        """Where the access SPs go (one file each); created when first needed."""
+        if self._sp_folder is None:
+            raise StreamwardenError(f"the store {self.store.url} is not a SQLite file: name the folder its access "
+                                    "SPs go to (sp_folder=...)")
+        self._sp_folder.mkdir(parents=True, exist_ok=True)
+        return self._sp_folder
+
+    def publish(self) -> int:
+        """Write every recorded change that has no SP file yet (after a crash between the two); returns how many."""
+        folder = self.sp_folder
+        written = 0
+        for change in self.changes():
+            if not (folder / _sp_name(change.line)).exists():
+                self._publish(change)
+                written += 1
+        return written
 
     def grant(self, query: str, user: str, ts: str | datetime | None = None, *,
               until: str | datetime | None = None) -> None:
@@ -50,19 +109,37 @@ class AuthorizationServer:
         for c in sorted(changes, key=lambda c: c.line):
             self._record(c.query, c.user, c.grant, c.ts)
 
-    def changes(self, *, after: int = 0, upto: int | None = None) -> tuple[AccessChange, ...]:
-        """The changes in the order issued; ``after``/``upto`` bound their ``seq`` (an SP stream's offsets)."""
+    def changes(self) -> tuple[AccessChange, ...]:
+        """Every change, in the order issued."""
         return tuple(AccessChange(ts, query, user, grant, seq)
-                     for seq, ts, query, user, grant in read_changes(self.store.engine, after, upto))
-
-    def last_seq(self) -> int:
-        """The ``seq`` of the latest change (0: none yet)."""
-        return last_seq(self.store.engine)
+                     for seq, ts, query, user, grant in _read_changes(self.store.engine))
 
     def _record(self, query: str, user: str, grant: bool, ts: str | datetime | None) -> None:
         when = _time(ts)
         with self.store.engine.begin() as conn:
-            conn.execute(insert(changes_table).values(ts=when, query=query, user=user, grant=grant))
+            seq = conn.execute(insert(_changes).values(ts=when, query=query, user=user, grant=grant)
+                               ).inserted_primary_key[0]
+        self._publish(AccessChange(when, query, user, grant, int(seq)))
+
+    def _publish(self, change: AccessChange) -> None:
+        """The SP as a file of its own, complete before it appears (a stream never reads half of one)."""
+        record = {"seq": change.line, "ts": change.ts.astimezone(timezone.utc).isoformat().replace("+00:00", "Z"),
+                  "query": change.query, "user": change.user, "sign": "+" if change.grant else "-"}
+        target = self.sp_folder / _sp_name(change.line)
+        hidden = target.with_name("." + target.name)  # Spark's file source skips names starting with '.'
+        hidden.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        os.replace(hidden, target)
+
+
+def _sp_name(seq: int) -> str:
+    return f"sp-{seq:012d}.jsonl"
+
+
+def _default_sp_folder(url: str) -> Path | None:
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
+        db = Path(url.removeprefix("sqlite:///"))
+        return db.with_name(db.name + ".sps")
+    return None
 
 
 def _time(ts: str | datetime | None) -> datetime:
@@ -76,4 +153,4 @@ def _time(ts: str | datetime | None) -> datetime:
         raise StreamwardenError(f"{ts!r} is not an ISO-8601 timestamp") from None
 
 
-__all__ = ["AuthorizationServer"]
+__all__ = ["SP_SCHEMA", "AuthorizationServer"]

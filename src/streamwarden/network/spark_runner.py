@@ -1,7 +1,7 @@
 """One Spark streaming query runs a whole shared-operator network, with privacy switches.
 
 The inputs of every registered query are read as one stream (a union tagged by stream),
-together with the authorization server's access SPs (:mod:`~streamwarden.network.access_stream`),
+together with the authorization server's access SPs (:mod:`~streamwarden.network.authorization`),
 and each micro-batch goes through :meth:`SharedNetworkRun.process` (``foreachBatch``):
 the SPs of the batch join the switches' state, then the network's vertices are
 evaluated in topological order on the batch's new tuples, each vertex once however
@@ -56,7 +56,7 @@ from streamwarden.engine.execute import output_frame
 from streamwarden.engine.sources import read_input
 from streamwarden.errors import UnsupportedError
 from streamwarden.language.expressions import parse_timestamp
-from streamwarden.network.access_stream import access_sps
+from streamwarden.network.authorization import SP_SCHEMA, AuthorizationServer
 from streamwarden.network.dag import Kind
 from streamwarden.network.optimizer import SharedPlan, shared_network
 from streamwarden.network.registry import AccessChange, RegisteredQuery, grant_intervals
@@ -83,13 +83,14 @@ class SharedNetworkRun:
     def __init__(self, spark: SparkSession, catalog: Catalog, queries: Sequence[RegisteredQuery],
                  inputs: Mapping[str, str | Path], output_dir: str | Path, store_url: str,
                  checkpoint: str | Path, *, switches: bool = True, guard_prefix: bool = False,
-                 lateness_seconds: float = 0.0):
+                 lateness_seconds: float = 0.0, sp_folder: str | Path | None = None):
         self.spark = spark
         self.catalog = catalog
         self.queries = {q.id: q for q in queries}
         self.shared: SharedPlan = shared_network(catalog, queries)
         self.placed: PlacedNetwork = place_switches(self.shared.network)
         self.store_url = store_url
+        self.sp_folder = sp_folder  # None: the store's own (see AuthorizationServer)
         self.inputs = inputs
         self.output = Path(output_dir)
         self.checkpoint = Path(checkpoint)
@@ -140,7 +141,9 @@ class SharedNetworkRun:
             raw = read_input(self.spark, stream, self.inputs[stream.name], streaming=True)
             frames.append(raw.select(F.lit(stream.name).alias(STREAM), F.col("ts").alias(TS),
                                      *[F.col(a).alias(physical_name(stream.name, a)) for a in stream.attributes]))
-        sps = access_sps(self.spark, self.store_url)
+        server = AuthorizationServer(self.store_url, self.sp_folder)
+        server.publish()  # anything recorded but not yet published (a crash in between)
+        sps = self.spark.readStream.schema(SP_SCHEMA).json(str(server.sp_folder))
         frames.append(sps.select(F.lit(ACCESS).alias(STREAM), F.col("ts").alias(TS),
                                  *[F.col(c).alias(physical_name(ACCESS, c)) for c in _SP_COLUMNS]))
         union = frames[0]
