@@ -19,13 +19,13 @@ from streamwarden.network.spark_runner import SharedNetworkRun, read_user_rows
 
 pytestmark = pytest.mark.spark
 
-CATALOG = load_catalog_text("""
+STREAMS = """
 streams:
   Stream1: {schema: {ts: timestamp, streamid: int, heartRate: int, location: string}}
   Stream2: {schema: {ts: timestamp, location: string, speed: double}}
   Stream3: {schema: {ts: timestamp, streamid: int, pressure: int}}
-users: {ann: {}, bob: {}}
-""")
+"""
+CATALOG = load_catalog_text(STREAMS + "users: {ann: {}, bob: {}}\n")
 W = "[RANGE 2 min]"
 QUERIES = load_queries_text(f"""
 queries:
@@ -171,11 +171,7 @@ queries:
     assert max(r["window_end"] for r in expected[("bob", "slow")]) <= iso(T0 + timedelta(minutes=11))
 
 
-ROLES = load_catalog_text("""
-streams:
-  Stream1: {schema: {ts: timestamp, streamid: int, heartRate: int, location: string}}
-  Stream2: {schema: {ts: timestamp, location: string, speed: double}}
-  Stream3: {schema: {ts: timestamp, streamid: int, pressure: int}}
+ROLES = load_catalog_text(STREAMS + """
 roles: {Doctor: {}, Nurse: {}}
 users: {ann: {roles: [Doctor]}, bob: {roles: [Nurse]}, cid: {roles: [Nurse]}, dan: {}}
 policies:

@@ -71,7 +71,7 @@ def run_network_demo(workdir: Path, console: Console) -> None:
     spark = get_spark()
     run = SharedNetworkRun(spark, catalog, queries, {s: str(p) for s, p in inputs.items()}, workdir / "network-out",
                            store, workdir / "network-checkpoint")
-    console.print(network_text(run.placed), end="")
+    console.print(network_text(run.placed, run.shared), end="")
     picture = draw(run.placed, workdir / "network.png", title="CQ1 and CQ2 sharing operators")
     console.print(f"network drawn to {picture}")
     stream = run.start(trigger="1 second")
