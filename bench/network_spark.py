@@ -37,6 +37,9 @@ After the rounds, the input-size diagnostic runs the shared network (switches, f
 access) over the first ``small_minutes`` of the input and over all of it, alternately:
 the difference says how much of a run grows with the input.
 
+A second part (:mod:`bench.network_steady`) measures the same configurations in steady
+state: each started once and fed the input file by file, CPU per micro-batch.
+
 CPU time is that of the whole process tree of this Python process: the Spark JVM
 (driver and executor threads, JIT, GC), its Python workers and this driver process
 (planning and ``foreachBatch``); each of the three shares is kept too, and per run the
@@ -131,11 +134,13 @@ class Settings:
     diagnostic_patterns: tuple[str, ...] = ("CQ2+CQ3",)
     small_minutes: int = 15  # the input-size diagnostic: this many minutes against ``minutes`` (0: off)
     small_reps: int = 3
+    steady_parts: int = 12  # steady state (bench.network_steady): the input in this many files, one batch each (0: off)
+    steady_reps: int = 3
 
     @classmethod
     def quick(cls) -> "Settings":
         return cls(minutes=10, reps=1, warm_up=False, loss_patterns=("CQ2", "CQ2+CQ3"), diagnostic_patterns=(),
-                   small_minutes=0)
+                   small_minutes=0, steady_parts=3, steady_reps=1)
 
     @property
     def judged(self) -> bool:
@@ -500,6 +505,10 @@ def _run(x: Experiment) -> dict[str, Any]:
             "small_cpu_s_all": a["cpu_s_all"], "cpu_s_all": b["cpu_s_all"], "small_rows": a["rows"], "rows": b["rows"],
             "fixed_cpu_s": fixed, "fixed_share": ratio(fixed, b["cpu_s"]), "jobs": b["jobs"],
         }
+    if s.steady_parts:
+        from bench.network_steady import steady
+
+        result["steady"] = steady(x, loss_patterns)
     x.log(f"  full access: switches {sw_full['cpu_s']:.2f} s CPU, post-filtering {pf_full['cpu_s']:.2f} s "
           f"({result['overhead']['cpu_pct_paired']:+.2f} % paired); unshared {unshared['cpu_s']:.2f} s "
           f"(shared/unshared {result['sharing']['cpu_ratio']:.2f}); checks "

@@ -141,6 +141,25 @@ def test_with_the_prefix_guarded_a_network_nobody_may_see_does_no_work(spark, tm
         assert full(read_user_rows(spark, tmp_path / "out", user, query)) == full(rows), (user, query)
 
 
+def test_a_stream_whose_files_come_later_still_finds_its_partners(spark, tmp_path) -> None:
+    data, inputs = records(80), {s: str(tmp_path / "in" / s) for s in ("Stream1", "Stream2", "Stream3")}
+    store = sqlite_url(tmp_path / "auth.db")
+    AuthorizationServer(store).grant("CQ1", "ann", T0)
+    feed(tmp_path / "in", 0, data, 0, 40)
+    run = SharedNetworkRun(spark, CATALOG, QUERIES, inputs, tmp_path / "out", store, tmp_path / "cp")
+    stream = run.start(trigger="1 second")
+    try:
+        stream.processAllAvailable()
+        feed(tmp_path / "in", 1, {"Stream1": data["Stream1"]}, 40, 80)  # Stream1 runs 10 minutes ahead
+        stream.processAllAvailable()
+        feed(tmp_path / "in", 1, {"Stream2": data["Stream2"], "Stream3": data["Stream3"]}, 40, 80)
+        stream.processAllAvailable()
+    finally:
+        stream.stop()
+    expected = replayed(spark, CATALOG, QUERIES, AuthorizationServer(store).changes(), inputs, tmp_path / "replay")
+    assert full(read_user_rows(spark, tmp_path / "out", "ann", "CQ1")) == full(expected[("ann", "CQ1")])
+
+
 def test_windowed_aggregates_run_in_the_network_and_close_with_the_watermark(spark, tmp_path) -> None:
     queries = load_queries_text(f"""
 queries:

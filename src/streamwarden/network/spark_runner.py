@@ -106,6 +106,7 @@ class SharedNetworkRun:
         self._aggregates = {o: [vertex_of[n] for n in walk(plan) if isinstance(n, Aggregate)]
                             for o, plan in self.shared.plans.items()}
         self._context = Inputs({}, streaming=True, event_time=True)
+        self._sources = {vid: {s.stream for s in sources(node)} for vid, node in self.shared.nodes.items()}
 
     # -- setup -----------------------------------------------------------------------------
     def _check_supported(self) -> None:
@@ -151,9 +152,12 @@ class SharedNetworkRun:
             union = union.unionByName(other, allowMissingColumns=True)
         return union
 
-    def start(self, *, trigger: str | None = None, available_now: bool = False) -> StreamingQuery:
+    def start(self, *, trigger: str | None = None, available_now: bool = False,
+              name: str | None = None) -> StreamingQuery:
+        """Start the network; ``name`` (unique among the session's active queries) defaults to its outputs'."""
+        name = name or f"streamwarden network {', '.join(self.shared.outputs)}"
         writer = (self.input_stream().writeStream.foreachBatch(self.process)
-                  .option("checkpointLocation", str(self.checkpoint / "spark")).queryName("streamwarden network"))
+                  .option("checkpointLocation", str(self.checkpoint / "spark")).queryName(name))
         if available_now:
             writer = writer.trigger(availableNow=True)
         elif trigger:
@@ -175,7 +179,7 @@ class SharedNetworkRun:
                       for o in self.shared.outputs}
             deltas: dict[str, DataFrame | None] = {}
             for vid in self.shared.network.topological_order():
-                deltas[vid] = self._vertex(vid, batch, deltas, opened, state, hi)
+                deltas[vid] = self._vertex(vid, batch, deltas, opened, state)
             for oid, out in self.shared.network.outputs:
                 if deltas.get(out) is not None:
                     self._deliver(oid, deltas[out], changes, batch_id)  # type: ignore[arg-type]
@@ -223,13 +227,16 @@ class SharedNetworkRun:
         return False
 
     def _vertex(self, vid: str, batch: DataFrame, deltas: dict[str, DataFrame | None], opened: Mapping[str, bool],
-                state: "_State", now: datetime) -> DataFrame | None:
+                state: "_State") -> DataFrame | None:
         vertex = self.shared.network.vertex(vid)
         if vertex.kind is Kind.SOURCE:
             stream = self.catalog.streams[vertex.label]
             return batch.filter(F.col(STREAM) == stream.name).select(
                 *[F.col(physical_name(stream.name, a)).alias(a) for a in stream.attributes])
         node = self.shared.nodes[vid]
+        # What this vertex's state may forget: tuples older than its streams' latest ts (the least of
+        # them) less the horizon. Not the batch's latest: a stream whose files come later still pairs.
+        now = state.watermark(self._sources[vid], self.lateness)
         inputs = []
         for child_id, child in zip(vertex.inputs, node.children()):
             delta = deltas.get(child_id)
@@ -255,7 +262,7 @@ class SharedNetworkRun:
         return result
 
     def _gate(self, tail: str, head: str, delta: DataFrame | None, opened: Mapping[str, bool], state: "_State",
-              now: datetime) -> DataFrame | None:
+              now: datetime | None) -> DataFrame | None:
         guards = {s.query for s in self.placed.switches if s.kind is not SwitchKind.TERMINAL and s.tail == tail
                   and s.head == head}
         if not guards and self.guard_prefix and head in self.shared.network.common_prefix:
@@ -271,7 +278,7 @@ class SharedNetworkRun:
         return delta if kept is None else kept.unionByName(delta)  # hand over what was kept while off
 
     def _join(self, vid: str, node: Join, left: DataFrame, right: DataFrame, state: "_State",
-              now: datetime) -> DataFrame:
+              now: datetime | None) -> DataFrame:
         """New pairs: new left × (kept ∪ new) right, plus kept left × new right."""
         kept_left, kept_right = state.load(f"{vid}-left", left.schema), state.load(f"{vid}-right", right.schema)
         condition = compile_expr(node.predicate) & _coexistence(node)
@@ -440,10 +447,11 @@ def _ts_column(frame: DataFrame) -> list[str]:
     return [c for c in frame.columns if c in ("ts", EVENT) or c.endswith("__ts")]
 
 
-def _recent(frame: DataFrame, now: datetime, horizon: float, ts_columns: list[str] | None = None) -> DataFrame:
-    """The tuples a window may still need: every ts within ``horizon`` of the newest seen."""
+def _recent(frame: DataFrame, now: datetime | None, horizon: float, ts_columns: list[str] | None = None) -> DataFrame:
+    """The tuples a window may still need: every ts within ``horizon`` of ``now``, the time every
+    input stream has reached (None: some stream has sent nothing yet, so everything)."""
     columns = ts_columns or _ts_column(frame)
-    if not columns:
+    if not columns or now is None:
         return frame
     oldest = now - timedelta(seconds=horizon)
     newest = F.greatest(*[F.col(c) for c in columns]) if len(columns) > 1 else F.col(columns[0])
