@@ -134,8 +134,8 @@ class Settings:
     diagnostic_patterns: tuple[str, ...] = ("CQ2+CQ3",)
     small_minutes: int = 15  # the input-size diagnostic: this many minutes against ``minutes`` (0: off)
     small_reps: int = 3
-    steady_parts: int = 12  # steady state (bench.network_steady): the input in this many files, one batch each (0: off)
-    steady_reps: int = 3
+    steady_parts: int = 6  # steady state (bench.network_steady): the input in this many files, one batch each (0: off)
+    steady_reps: int = 2
 
     @classmethod
     def quick(cls) -> "Settings":
