@@ -135,4 +135,4 @@ def test_bad_access_changes_name_the_line(tmp_path, line, message) -> None:
     path.write_text('{"ts": "2026-03-01T10:00:00Z", "query": "q1", "user": "ann", "sign": "+"}\n' + line + "\n")
     with pytest.raises(InputError, match=message) as info:
         load_access(path, queries)
-    assert f"access.jsonl:2" in str(info.value)
+    assert "access.jsonl:2" in str(info.value)

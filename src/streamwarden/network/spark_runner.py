@@ -62,7 +62,7 @@ from streamwarden.network.optimizer import SharedPlan, shared_network
 from streamwarden.network.registry import AccessChange, RegisteredQuery, grant_intervals
 from streamwarden.network.replay import within_periods
 from streamwarden.network.switches import PlacedNetwork, SwitchKind, place_switches
-from streamwarden.plan.nodes import Aggregate, Join, Node, Source, sources, walk
+from streamwarden.plan.nodes import Aggregate, Join, Source, sources, walk
 
 STREAM, TS = "_stream", "_ts"
 ACCESS = "_access"  # the _stream tag of access SPs in the network's input
