@@ -59,7 +59,6 @@ def secure(catalog: Catalog, user: str, query: str | Node, options: SecurityOpti
     if isinstance(query, str):
         parsed = parse_query(query)
         on_result = parsed.on_result
-        check_user(catalog, user)
         plan = bind_query(parsed, catalog)
         rewriting = replace(rewrite(catalog, user, plan, grants_decide=options.grants_decide), query=query,
                             on_result=on_result)

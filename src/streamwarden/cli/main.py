@@ -242,14 +242,13 @@ def _network_run(args: argparse.Namespace) -> int:
     from streamwarden import api
     from streamwarden.engine.execute import input_errors
     from streamwarden.engine.session import get_spark
+    from streamwarden.language.parser import parse_duration
     from streamwarden.network.registry import load_queries
     from streamwarden.network.spark_runner import SharedNetworkRun
 
     catalog = api.load_catalog(args.catalog)
     queries = load_queries(args.queries, catalog)
     checkpoint = args.checkpoint or str(Path(args.output_dir) / "_checkpoint")
-    from streamwarden.language.parser import parse_duration
-
     run = SharedNetworkRun(get_spark(), catalog, queries, _inputs(args.input), args.output_dir, args.store,
                            checkpoint, guard_prefix=args.guard_prefix,
                            lateness_seconds=parse_duration(args.lateness, "--lateness", zero=True))

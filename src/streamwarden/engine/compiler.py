@@ -349,11 +349,12 @@ class _Compiler(_RowsWindows):
         keep = [F.col(POLICIES)] if POLICIES in frame.columns else []
         if self.inputs.lattice is not None:
             keep.append(lub_from_parts(self.inputs.lattice.width).alias(ROW_LEVEL))
+        end = F.col("__window.start") + F.expr(f"INTERVAL {_micros(size)} MICROSECONDS")
         if self.inputs.event_time:
-            keep.append((F.col("__window.start") + F.expr(f"INTERVAL {_micros(size)} MICROSECONDS")).alias(EVENT))
+            keep.append(end.alias(EVENT))  # a window's rows happen at its end
         return grouped.select(
             F.col("__window.start").alias("window_start"),
-            (F.col("__window.start") + F.expr(f"INTERVAL {_micros(size)} MICROSECONDS")).alias("window_end"),
+            end.alias("window_end"),
             *order, *keep,
         )
 

@@ -30,12 +30,10 @@ import json
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
 
 from sqlalchemy import Boolean, Column, DateTime, Integer, MetaData, String, Table, insert, select
-from sqlalchemy.engine import Engine
 
-from streamwarden.catalog.store import CatalogStore
+from streamwarden.catalog.store import CatalogStore, _utc
 from streamwarden.errors import StreamwardenError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.network.registry import AccessChange
@@ -49,15 +47,6 @@ _changes = Table(
     Column("user", String, nullable=False),
     Column("grant", Boolean, nullable=False),
 )
-
-
-def _read_changes(engine: Engine) -> Iterator[tuple[int, datetime, str, str, bool]]:
-    """(seq, ts in UTC, query, user, grant) in the order issued."""
-    query = select(_changes).order_by(_changes.c.seq)
-    with engine.connect() as conn:
-        for row in conn.execute(query):
-            ts = row.ts if row.ts.tzinfo is not None else row.ts.replace(tzinfo=timezone.utc)  # SQLite: naive UTC
-            yield row.seq, ts.astimezone(timezone.utc), row.query, row.user, bool(row.grant)
 
 
 #: The schema of an access SP record, as a running network reads it.
@@ -111,8 +100,10 @@ class AuthorizationServer:
 
     def changes(self) -> tuple[AccessChange, ...]:
         """Every change, in the order issued."""
-        return tuple(AccessChange(ts, query, user, grant, seq)
-                     for seq, ts, query, user, grant in _read_changes(self.store.engine))
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(select(_changes).order_by(_changes.c.seq)).all()
+        return tuple(AccessChange(_utc(r.ts), r.query, r.user, bool(r.grant), r.seq)  # type: ignore[arg-type]
+                     for r in rows)
 
     def _record(self, query: str, user: str, grant: bool, ts: str | datetime | None) -> None:
         when = _time(ts)

@@ -54,7 +54,6 @@ class SharedPlan:
 
     network: Network
     nodes: Mapping[str, Node]
-    plans: Mapping[str, Node]  # output id -> its canonical plan (root)
     outputs: Mapping[str, Output]  # output id -> what it is and whom it serves
     denied: Mapping[str, tuple[str, ...]]  # query id -> listed users whose roles authorize nothing of it
 
@@ -66,7 +65,6 @@ def shared_network(catalog: Catalog, queries: Sequence[RegisteredQuery]) -> Shar
     builder = NetworkBuilder()
     vertex_of: dict[Node, str] = {}
     nodes: dict[str, Node] = {}
-    plans: dict[str, Node] = {}
     outputs: dict[str, Output] = {}
     denied: dict[str, tuple[str, ...]] = {}
 
@@ -113,12 +111,11 @@ def shared_network(catalog: Catalog, queries: Sequence[RegisteredQuery]) -> Shar
         named = [(graph, tuple(users)) for graphs, users in groups.items() for graph in graphs]
         for k, (graph, users) in enumerate(named, start=1):
             oid = q.id if len(named) == 1 else f"{q.id}@{k}"
-            plans[oid] = graph.root
             outputs[oid] = Output(q.id, users, graph)
             builder.output(oid, add(graph.root))
     if not outputs:
         raise UnsupportedError("no listed user of any query is authorized to see anything: the network would be empty")
-    return SharedPlan(builder.build(), nodes, plans, outputs, denied)
+    return SharedPlan(builder.build(), nodes, outputs, denied)
 
 
 def _view_label(node: SecureView) -> str:

@@ -45,13 +45,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.columns import compile_expr, physical_name
-from streamwarden.engine.compiler import EVENT, POLICIES, Inputs, action_names, compile_operator
+from streamwarden.engine.compiler import EVENT, Inputs, action_names, compile_operator
 from streamwarden.engine.execute import output_frame
 from streamwarden.engine.sources import read_input
 from streamwarden.errors import UnsupportedError
@@ -103,8 +103,8 @@ class SharedNetworkRun:
         self._check_supported()
         self.horizon = self._horizon()
         vertex_of = {node: vid for vid, node in self.shared.nodes.items()}
-        self._aggregates = {o: [vertex_of[n] for n in walk(plan) if isinstance(n, Aggregate)]
-                            for o, plan in self.shared.plans.items()}
+        self._aggregates = {o: [vertex_of[n] for n in walk(out.graph.root) if isinstance(n, Aggregate)]
+                            for o, out in self.shared.outputs.items()}
         self._context = Inputs({}, streaming=True, event_time=True)
         self._sources = {vid: {s.stream for s in sources(node)} for vid, node in self.shared.nodes.items()}
 
@@ -279,13 +279,12 @@ class SharedNetworkRun:
 
     def _join(self, vid: str, node: Join, left: DataFrame, right: DataFrame, state: "_State",
               now: datetime | None) -> DataFrame:
-        """New pairs: new left × (kept ∪ new) right, plus kept left × new right."""
+        """New pairs: new left × (kept ∪ new) right, plus kept left × new right (each the engine's join)."""
         kept_left, kept_right = state.load(f"{vid}-left", left.schema), state.load(f"{vid}-right", right.schema)
-        condition = compile_expr(node.predicate) & _coexistence(node)
         all_right = right if kept_right is None else kept_right.unionByName(right)
-        pairs = _pairs(left, all_right, condition)
+        pairs = compile_operator(node, [left, all_right], self._context)
         if kept_left is not None:
-            pairs = pairs.unionByName(_pairs(kept_left, right, condition))
+            pairs = pairs.unionByName(compile_operator(node, [kept_left, right], self._context))
         all_left = left if kept_left is None else kept_left.unionByName(left)
         state.save(f"{vid}-left", _recent(all_left, now, self.horizon, _ts_column(left)))
         state.save(f"{vid}-right", _recent(all_right, now, self.horizon, _ts_column(right)))
@@ -317,15 +316,11 @@ class SharedNetworkRun:
         if not recipients:
             return
         name = f"batch={batch_id:010d}" + ("" if output == out.query else f"-{output.split('@')[-1]}")
-        frame = output_frame(out.graph, rows)
-        if len(recipients) == 1:
-            _, user, periods = recipients[0]
-            _json(frame.filter(within_periods(periods)).drop(EVENT), self.output / user / out.query / name)
-            return
-        # Several users: one write, partitioned by user, then each part moved into the user's folder.
+        # One write for every user of the output, partitioned by user, then each part moved into the user's folder.
         to = F.array_compact(F.array(*[F.when(within_periods(p), F.lit(i)) for i, _, p in recipients]))
         staging = self.checkpoint / "staging" / f"{output}-{batch_id}"
-        _json(frame.withColumn("_to", F.explode(to)).drop(EVENT), staging, partition="_to")
+        (output_frame(out.graph, rows).withColumn("_to", F.explode(to)).drop(EVENT)
+         .write.mode("overwrite").option("ignoreNullFields", "false").partitionBy("_to").json(str(staging)))
         for i, user, _ in recipients:
             target = self.output / user / out.query / name
             shutil.rmtree(target, ignore_errors=True)
@@ -334,23 +329,6 @@ class SharedNetworkRun:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(part), str(target))
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def _json(frame: DataFrame, folder: Path, partition: str | None = None) -> None:
-    writer = frame.write.mode("overwrite").option("ignoreNullFields", "false")
-    if partition is not None:
-        writer = writer.partitionBy(partition)
-    writer.json(str(folder))
-
-
-def _pairs(left: DataFrame, right: DataFrame, condition: Column) -> DataFrame:
-    """An inner join whose rows name the policies of both sides (as the engine's join does)."""
-    if POLICIES not in right.columns:
-        return left.join(right, condition, "inner")
-    joined = left.join(right.withColumnRenamed(POLICIES, "__right_policies"), condition, "inner")
-    merged = (F.sort_array(F.array_distinct(F.concat(F.col(POLICIES), F.col("__right_policies"))))
-              if POLICIES in left.columns else F.col("__right_policies"))
-    return joined.withColumn(POLICIES, merged).drop("__right_policies")
 
 
 class _State:
@@ -429,18 +407,6 @@ def _iso(t: datetime) -> str:
 def _utc(value: datetime) -> datetime:
     """Spark hands timestamps back naive, in the session's time zone (UTC here)."""
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
-
-
-def _coexistence(node: Join) -> Column:
-    condition = F.lit(True)
-    for a in sources(node.left):
-        for b in sources(node.right):
-            ta, tb = F.col(physical_name(a.relation, "ts")), F.col(physical_name(b.relation, "ts"))
-            if b.window is not None and b.window.size_seconds is not None:
-                condition = condition & (tb >= ta - F.expr(f"INTERVAL {int(b.window.size_seconds * 1e6)} MICROSECONDS"))
-            if a.window is not None and a.window.size_seconds is not None:
-                condition = condition & (tb <= ta + F.expr(f"INTERVAL {int(a.window.size_seconds * 1e6)} MICROSECONDS"))
-    return condition
 
 
 def _ts_column(frame: DataFrame) -> list[str]:
