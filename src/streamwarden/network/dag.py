@@ -143,15 +143,11 @@ class Network:
     vertices: tuple[Vertex, ...]
     outputs: tuple[tuple[str, str], ...]
     _index: dict[str, Vertex] = field(init=False, repr=False, compare=False, hash=False)
+    _topo: tuple[str, ...] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        index: dict[str, Vertex] = {}
-        for v in self.vertices:
-            if v.id in index:
-                raise NetworkError(f"two vertices have the id {v.id!r}")
-            index[v.id] = v
-        object.__setattr__(self, "_index", index)
-        self.__dict__["_topo"] = _check_shape(self)
+        object.__setattr__(self, "_index", _index_of(self.vertices))
+        object.__setattr__(self, "_topo", _check_shape(self))
         derived = _served(self)
         for v in self.vertices:
             if v.queries != derived[v.id]:
@@ -175,7 +171,7 @@ class Network:
         object.__setattr__(net, "vertices", full)
         object.__setattr__(net, "outputs", draft.outputs)
         object.__setattr__(net, "_index", {v.id: v for v in full})
-        net.__dict__["_topo"] = draft.topo
+        object.__setattr__(net, "_topo", draft.topo)
         return net
 
     # -- lookups ---------------------------------------------------------------------------------
@@ -235,10 +231,6 @@ class Network:
         """Vertex ids, every vertex after its inputs; ties broken by id (sources first)."""
         return self._topo
 
-    @cached_property
-    def _topo(self) -> tuple[str, ...]:
-        return _topological(self.vertices)
-
     def serving(self, query: str) -> tuple[str, ...]:
         """The vertices (input streams included) serving ``query``, in topological order."""
         self.output(query)
@@ -282,13 +274,18 @@ class _Draft:
     outputs: tuple[tuple[str, str], ...]
 
     def __post_init__(self) -> None:
-        index: dict[str, Vertex] = {}
-        for v in self.vertices:
-            if v.id in index:
-                raise NetworkError(f"two vertices have the id {v.id!r}")
-            index[v.id] = v
-        object.__setattr__(self, "_index", index)
+        object.__setattr__(self, "_index", _index_of(self.vertices))
         object.__setattr__(self, "topo", _check_shape(self))
+
+
+def _index_of(vertices: Iterable[Vertex]) -> dict[str, Vertex]:
+    """The vertices by id (raises on a repeated id)."""
+    index: dict[str, Vertex] = {}
+    for v in vertices:
+        if v.id in index:
+            raise NetworkError(f"two vertices have the id {v.id!r}")
+        index[v.id] = v
+    return index
 
 
 def _check_shape(net: Network | _Draft) -> tuple[str, ...]:

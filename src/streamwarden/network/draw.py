@@ -56,8 +56,9 @@ def _matplotlib(placed: PlacedNetwork, path: Path, title: str | None) -> Path:
 
     network = placed.network
     pos = layout(network)
-    width = max(6.0, 1.5 * (max(x for x, _ in pos.values()) - min(x for x, _ in pos.values()) + 3))
-    height = max(4.0, 1.6 * (max(y for _, y in pos.values()) + 2))
+    xs, top = [x for x, _ in pos.values()], max(y for _, y in pos.values())
+    width = max(6.0, 1.5 * (max(xs) - min(xs) + 3))
+    height = max(4.0, 1.6 * (top + 2))
     fig, ax = plt.subplots(figsize=(width, height))
     for v in network.vertices:
         for i in v.inputs:
@@ -88,9 +89,8 @@ def _matplotlib(placed: PlacedNetwork, path: Path, title: str | None) -> Path:
     handles = [plt.Line2D([], [], marker=_MARKERS[k], color=_COLORS[k], linestyle="none", label=f"{k.value} switch")
                for k in SwitchKind]
     ax.legend(handles=handles, loc="lower right", fontsize=8)
-    xs = [x for x, _ in pos.values()]
     ax.set_xlim(min(xs) - 1.2, max(xs) + 1.2)
-    ax.set_ylim(-0.7, max(y for _, y in pos.values()) + 1.5)
+    ax.set_ylim(-0.7, top + 1.5)
     ax.axis("off")
     if title:
         ax.set_title(title)

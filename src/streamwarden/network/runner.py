@@ -128,9 +128,11 @@ class NetworkRunner:
         self.delivered: dict[tuple[str, str], list[Row]] = defaultdict(list)
         self.invocations: Counter[str] = Counter()
         self._sources = {v.stream: v.id for v in self.network.sources}
-        self._outputs: dict[str, list[str]] = defaultdict(list)
+        self._outputs: dict[str, list[tuple[str, TerminalSwitch]]] = defaultdict(list)  # vertex → (query, terminal)
         for q, vid in self.network.outputs:
-            self._outputs[vid].append(q)
+            terminal = self.switches[placed.terminal(q).id]
+            assert isinstance(terminal, TerminalSwitch)
+            self._outputs[vid].append((q, terminal))
         self._state: dict[str, list[list[Row]]] = {v.id: [[], []] for v in self.network.operators}
         self._sp_targets = {q: self._reached_by(q) for q in self.network.queries}
 
@@ -168,10 +170,8 @@ class NetworkRunner:
         for consumer in self.network.consumers(vid):
             if self._passes(vid, consumer, None, row):
                 self._process(consumer, vid, row)
-        for q in self._outputs.get(vid, ()):
+        for q, terminal in self._outputs.get(vid, ()):
             if self._passes(vid, None, q, row):
-                terminal = self.switches[self.placed.terminal(q).id]
-                assert isinstance(terminal, TerminalSwitch)
                 for user in terminal.on_tuple(row.ts):
                     self.delivered[(q, user)].append(row)
 

@@ -370,11 +370,3 @@ def simulate(config: SimConfig, networks: int = 10_000, seed: int = 0, *, patter
                             {k: v / networks for k, v in loss.items()}, {k: v / networks for k, v in off.items()},
                             time.perf_counter() - began)
 
-
-def summary(result: SimulationResult) -> str:
-    """One line per headline number (for logs)."""
-    cfg = result.config
-    return (f"{cfg.queries} queries, {cfg.operators} operators, sharing {cfg.sharing:.0%}: "
-            f"no sharing {result.no_sharing_ms:,.0f} ms, shared {result.shared_ms:,.0f} ms "
-            f"(−{result.sharing_savings_pct:.1f} %), switches +{result.switch_overhead_pct:.2f} %, "
-            f"{result.switches['total']:.1f} switches, {result.elapsed_s:.1f} s")

@@ -175,12 +175,6 @@ class PlacedNetwork:
             gates[key] = s
         object.__setattr__(self, "_gates", gates)
 
-    def switch(self, switch_id: str) -> SwitchSite:
-        for s in self.switches:
-            if s.id == switch_id:
-                return s
-        raise SwitchError(f"no switch {switch_id!r} in the network")
-
     def switches_for(self, query: str) -> tuple[SwitchSite, ...]:
         self.network.output(query)
         return tuple(s for s in self.switches if s.query == query)
@@ -255,6 +249,7 @@ def place_switches(network: Network) -> PlacedNetwork:
     the common-prefix operators (in-network switch on the edge leaving each) or the input
     streams (initial switch on the edge leaving each); a terminal switch at the output."""
     cp = network.common_prefix
+    position = {vid: i for i, vid in enumerate(network.topological_order())}
     sites: list[SwitchSite] = []
     for q in network.queries:
         found = [SwitchSite.make(SwitchKind.TERMINAL, q, network.output(q), None)]
@@ -271,13 +266,9 @@ def place_switches(network: Network) -> PlacedNetwork:
                 expanded.add(vid)
                 stack.extend((i, vid) for i in reversed(v.inputs))
         unique = {s.id: s for s in found}
-        sites += sorted(unique.values(), key=lambda s: (_KIND_ORDER[s.kind], _order(network, s)))
+        sites += sorted(unique.values(), key=lambda s: (_KIND_ORDER[s.kind], position[s.tail],
+                                                        len(position) if s.head is None else position[s.head]))
     return PlacedNetwork(network, tuple(sites))
-
-
-def _order(network: Network, site: SwitchSite) -> tuple[int, int]:
-    topo = network._topo
-    return (topo.index(site.tail), topo.index(site.head) if site.head is not None else len(topo))
 
 
 # -- execution (Algorithm 1) -------------------------------------------------------------------
@@ -379,6 +370,30 @@ class _Base:
     def _snapshot_time(self) -> float | None:
         return None if self._access == NEG_INF else self._access
 
+    def _resume(self, state: SwitchState, expected: type) -> None:
+        """Check a snapshot's type and take its access time (the subclass takes the rest)."""
+        if not isinstance(state, expected):
+            raise SwitchError(f"switch {self.id}: cannot resume a {self.kind.value} switch from "
+                              f"{type(state).__name__}")
+        if state.access_time is not None:
+            self._access = float(state.access_time)
+
+    def on_sp(self, sp: SP) -> SpAction:
+        """Process one SP: discarded if stale, ignored if about another query, else applied.
+        Initial and in-network switches let every SP that is not stale continue downstream;
+        a terminal switch never lets one reach a user's output."""
+        sp = self._check_sp(sp)
+        if self._stale(sp):
+            return SpAction.STALE
+        if sp.query != self.query:
+            return SpAction.IGNORED
+        self.stats.applied += 1
+        self._apply(sp)
+        return SpAction.APPLIED
+
+    def _apply(self, sp: SP) -> None:
+        raise NotImplementedError
+
 
 class _CountingSwitch(_Base):
     """Initial and in-network switches: ``<Type, QueryID, AccessCounter>`` (Algorithm 1, lines 7-15)."""
@@ -388,33 +403,21 @@ class _CountingSwitch(_Base):
         super().__init__(switch_id, query, access_time)
         self.counter = 0  # deny by default
         if resume_state is not None:
-            if not isinstance(resume_state, CounterState):
-                raise SwitchError(f"switch {switch_id}: cannot resume a {self.kind.value} switch from "
-                                  f"{type(resume_state).__name__}")
+            self._resume(resume_state, CounterState)
             if resume_state.counter < 0:
                 raise SwitchError(f"switch {switch_id}: snapshot has a negative AccessCounter "
                                   f"({resume_state.counter})")
             self.counter = resume_state.counter
-            if resume_state.access_time is not None:
-                self._access = float(resume_state.access_time)
 
     @property
     def is_on(self) -> bool:
         return self.counter > 0
 
-    def on_sp(self, sp: SP) -> SpAction:
-        """Process one SP; it continues downstream unless it is stale."""
-        sp = self._check_sp(sp)
-        if self._stale(sp):
-            return SpAction.STALE
-        if sp.query != self.query:
-            return SpAction.IGNORED
-        self.stats.applied += 1
+    def _apply(self, sp: SP) -> None:
         if sp.grants:
             self.counter += 1
         elif self.counter != 0:
             self.counter -= 1
-        return SpAction.APPLIED
 
     def on_tuple(self, ts: float) -> bool:
         """Whether a tuple with timestamp ``ts`` goes on (True) or is discarded."""
@@ -454,12 +457,8 @@ class TerminalSwitch(_Base):
         super().__init__(switch_id, query, access_time)
         self._users: set[str] = set()
         if resume_state is not None:
-            if not isinstance(resume_state, TerminalState):
-                raise SwitchError(f"switch {switch_id}: cannot resume a terminal switch from "
-                                  f"{type(resume_state).__name__}")
+            self._resume(resume_state, TerminalState)
             self._users = set(resume_state.users)
-            if resume_state.access_time is not None:
-                self._access = float(resume_state.access_time)
 
     @property
     def users(self) -> frozenset[str]:
@@ -469,19 +468,11 @@ class TerminalSwitch(_Base):
     def is_on(self) -> bool:
         return bool(self._users)
 
-    def on_sp(self, sp: SP) -> SpAction:
-        """Process one SP (it never reaches a user's output)."""
-        sp = self._check_sp(sp)
-        if self._stale(sp):
-            return SpAction.STALE
-        if sp.query != self.query:
-            return SpAction.IGNORED
-        self.stats.applied += 1
+    def _apply(self, sp: SP) -> None:
         if sp.grants:
             self._users.add(sp.user)
         else:
             self._users.discard(sp.user)
-        return SpAction.APPLIED
 
     def on_tuple(self, ts: float) -> tuple[str, ...]:
         """The users (sorted) whose outputs receive a result tuple with timestamp ``ts``."""
@@ -502,7 +493,6 @@ _CLASSES: dict[SwitchKind, type] = {SwitchKind.INITIAL: InitialSwitch, SwitchKin
                                     SwitchKind.TERMINAL: TerminalSwitch}
 
 
-def make_switch(site: SwitchSite, resume_state: SwitchState | None = None, *,
-                access_time: float | None = None) -> Switch:
+def make_switch(site: SwitchSite, resume_state: SwitchState | None = None) -> Switch:
     """The runtime switch for ``site``, fresh or resumed from a snapshot."""
-    return _CLASSES[site.kind](site.id, site.query, access_time=access_time, resume_state=resume_state)
+    return _CLASSES[site.kind](site.id, site.query, resume_state=resume_state)
