@@ -156,9 +156,9 @@ def _canonical_node(node: Node, mapping: dict[str, str]) -> Node | None:
     return None
 
 
-def network_text(placed: PlacedNetwork, shared: SharedPlan | None = None) -> str:
-    """The network as ``explain --network`` prints it: operators bottom-up, then the switches
-    (with ``shared``, also which users each output serves and who is denied by role policies)."""
+def network_text(placed: PlacedNetwork, shared: SharedPlan) -> str:
+    """The network as ``explain --network`` prints it: operators bottom-up, the users each
+    output serves (and who role policies deny), then the switches."""
     network = placed.network
     lines = [f"Shared-operator network of {len(network.queries)} queries ({', '.join(network.queries)}): "
              f"{len(network.operators)} operators, {len(network.common_prefix)} in the common prefix", ""]
@@ -169,11 +169,10 @@ def network_text(placed: PlacedNetwork, shared: SharedPlan | None = None) -> str
         serves = f"  serves {', '.join(sorted(v.queries))}" if v.queries else ""
         lines.append(f"  {vid:>4}  {v.label}{uses}{serves}{mark}")
     lines += ["", "Outputs: " + ", ".join(f"{q} = {out}" for q, out in network.outputs)]
-    if shared is not None:
-        lines += [f"  {oid}{'' if oid == o.query else ' (' + o.query + ')'} for {', '.join(o.users)} "
-                  f"(role policies: {', '.join(o.graph.policies) or 'none'})" for oid, o in shared.outputs.items()]
-        lines += [f"  {q}: nothing for {', '.join(users)} (no role policy of theirs authorizes it)"
-                  for q, users in shared.denied.items()]
+    lines += [f"  {oid}{'' if oid == o.query else ' (' + o.query + ')'} for {', '.join(o.users)} "
+              f"(role policies: {', '.join(o.graph.policies) or 'none'})" for oid, o in shared.outputs.items()]
+    lines += [f"  {q}: nothing for {', '.join(users)} (no role policy of theirs authorizes it)"
+              for q, users in shared.denied.items()]
     lines += ["", f"Privacy switches (Algorithm 2): {len(placed.switches)}"]
     lines += [f"  {site.id}" for site in placed.switches]
     for q in network.queries:

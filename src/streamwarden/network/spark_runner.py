@@ -86,7 +86,6 @@ class SharedNetworkRun:
                  lateness_seconds: float = 0.0, sp_folder: str | Path | None = None):
         self.spark = spark
         self.catalog = catalog
-        self.queries = {q.id: q for q in queries}
         self.shared: SharedPlan = shared_network(catalog, queries)
         self.placed: PlacedNetwork = place_switches(self.shared.network)
         self.store_url = store_url
