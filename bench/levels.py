@@ -35,7 +35,6 @@ import json
 import os
 import resource
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -59,8 +58,9 @@ from streamwarden.passes import SecurityOptions, secure
 from streamwarden.rewrite.algorithm import AuthorizedGraph, Rewriting
 
 from bench.punctuation import Meter, Pipeline, Repetitions, measure, per_1000
-from bench.spark_probe import process_tree_cpu_s
+from bench.spark_probe import jobs_since, last_job_id, process_tree_cpu_s
 from bench.stats import median, ratio
+from bench.workdir import scratch_dir
 
 USER = "cm"
 TOP = "[T, T]"
@@ -358,21 +358,13 @@ class SparkJobs:
         self.listener_bus = spark.sparkContext._jsc.sc().listenerBus()  # type: ignore[attr-defined]
 
     def mark(self) -> int:
-        jobs = self.store.jobsList(None)  # newest first
-        return int(jobs.apply(0).jobId()) if jobs.size() else -1
+        return last_job_id(self.store)
 
     def since(self, mark: int) -> tuple[int, int]:
         """(jobs, tasks run) after ``mark``; tasks of stages skipped for reused shuffles are not counted."""
         self.listener_bus.waitUntilEmpty()
-        jobs = tasks = 0
-        listed = self.store.jobsList(None)
-        for i in range(listed.size()):
-            job = listed.apply(i)
-            if int(job.jobId()) <= mark:
-                break
-            jobs += 1
-            tasks += int(job.numCompletedTasks())
-        return jobs, tasks
+        jobs = list(jobs_since(self.store, mark))
+        return len(jobs), sum(int(job.numCompletedTasks()) for job in jobs)
 
 
 def progress_totals(streams: Sequence[Any]) -> dict[str, Any]:
@@ -426,13 +418,14 @@ class Experiment:
         measured = measure(self.meter, pipelines, reps, warm_up=s.warmup_per_configuration)
         n = work.tuples
         bare = measured["unsecured"]
+        seen = {level: work.visible(level) for level in levels}
         expected = {"unsecured": expected_rows(work.records, shape, window or 0)}
         for level in levels:
-            expected[f"secured {level}"] = expected_rows(work.visible(level), shape, window or 0)
+            expected[f"secured {level}"] = expected_rows(seen[level], shape, window or 0)
         point: dict[str, Any] = {
             "kind": kind, "shape": shape, "window": window, "query": query, "tuples": n,
             "levels": list(levels), "pipelines": measured,
-            "visible": {level: len(work.visible(level)) for level in levels},
+            "visible": {level: len(records) for level, records in seen.items()},
             "ms_per_1000": {name: per_1000(m["wall_s"], n) for name, m in measured.items()},
             "cpu_ms_per_1000": {name: per_1000(m["cpu_s"], n) for name, m in measured.items()},
             "rows_per_s": {name: ratio(n, m["wall_s"]) for name, m in measured.items()},
@@ -572,16 +565,13 @@ def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> dict[str, Any]:
 
 def run(spark: SparkSession, settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Every measurement of experiment 4, as plain data for the report and the plots."""
-    workdir = Path(tempfile.mkdtemp(prefix="streamwarden-levels-bench-"))
-    try:
+    with scratch_dir("streamwarden-levels-bench-") as workdir:
         return _run(Experiment(spark, settings, workdir, log))
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _run(x: Experiment) -> dict[str, Any]:
     s = x.settings
-    load_before, others = os.getloadavg(), OtherWork(os.getpid())
+    others = OtherWork(os.getpid())
     started = time.perf_counter()
     if s.warm_up:  # every kind of plan twice, results thrown away (the first runs in a JVM are slow)
         warm = [SELECTION, aggregate_query("count", s.range_window), aggregate_query("count", s.rows_n)]
@@ -606,9 +596,7 @@ def _run(x: Experiment) -> dict[str, Any]:
                  "lattice_levels": sum(1 for _ in x.work.lattice.levels()), "visible": visible,
                  "senders": _senders(x.work.records),
                  "jvm_max_heap_bytes": jvm_max_heap_bytes(x.spark)},
-        "load_average": {"before": [round(v, 2) for v in load_before],
-                         "after": [round(v, 2) for v in os.getloadavg()], "cpus": len(os.sched_getaffinity(0)),
-                         "other_cores": round(others.cores(), 2)},
+        "load_average": others.load_average(),
         "throughput": throughput,
         "windows": windows,
         "levels_in_use": in_use,
@@ -620,12 +608,18 @@ class OtherWork:
     minus this process tree's), as the mean number of cores it kept busy."""
 
     def __init__(self, pid: int):
-        self.pid = pid
+        self.pid, self.load_before = pid, os.getloadavg()
         self.start, self.machine0, self.ours0 = time.perf_counter(), _machine_busy_s(), process_tree_cpu_s(pid)
 
     def cores(self) -> float:
         others = (_machine_busy_s() - self.machine0) - (process_tree_cpu_s(self.pid) - self.ours0)
         return max(others, 0.0) / (time.perf_counter() - self.start)
+
+    def load_average(self) -> dict[str, Any]:
+        """The load averages when this began and now, the cores this process may use and :meth:`cores`."""
+        return {"before": [round(v, 2) for v in self.load_before],
+                "after": [round(v, 2) for v in os.getloadavg()], "cpus": len(os.sched_getaffinity(0)),
+                "other_cores": round(self.cores(), 2)}
 
 
 def _machine_busy_s() -> float:

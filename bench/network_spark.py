@@ -55,7 +55,6 @@ import json
 import os
 import random
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -80,6 +79,7 @@ from bench.levels import OtherWork, SparkJobs, driver_cpu_s
 from bench.network_sim import PAPER_LOSS_SAVINGS_PCT, PAPER_SWITCH_OVERHEAD_PCT
 from bench.spark_probe import process_tree_cpu_s
 from bench.stats import median, ratio
+from bench.workdir import scratch_dir
 
 #: Issue 5's targets.
 TARGET_OVERHEAD_PCT = 1.0  # switches with full access, against post-filtering
@@ -284,9 +284,9 @@ class Experiment:
         self.queries = network_queries(self.catalog)
         self.placed = place_switches(shared_network(self.catalog, self.queries).network)  # Algorithm 2
         started = time.perf_counter()
-        data = readings(settings)
-        self.tuples = {stream: len(rows) for stream, rows in data.items()}
-        self.inputs = {"full": write_inputs(workdir / "in", data)}
+        self.data = readings(settings)  # kept for the steady state (bench.network_steady), which splits it
+        self.tuples = {stream: len(rows) for stream, rows in self.data.items()}
+        self.inputs = {"full": write_inputs(workdir / "in", self.data)}
         if settings.small_minutes:
             small = readings(settings, settings.small_minutes)
             self.inputs["small"] = write_inputs(workdir / "in-small", small)
@@ -300,16 +300,22 @@ class Experiment:
                                 switches=config.kind in (SWITCHES, UNSHARED, GUARDED),
                                 guard_prefix=config.kind == GUARDED)
 
-    def run(self, config: Config) -> dict[str, Any]:
-        """Process the input once in ``config``: wall and CPU time, what ran, what was delivered.
-        Unshared: one network per query, one after the other, summed."""
+    def prepare(self, config: Config, prefix: str) -> tuple[Path, list[list[RegisteredQuery]]]:
+        """A new folder ``prefix-NNNN`` for a run of ``config`` and the query groups it runs as
+        networks (one per query when unshared), each with its folder ``net-i`` and access log."""
         self.count += 1
-        folder = self.workdir / f"run-{self.count:04d}"
+        folder = self.workdir / f"{prefix}-{self.count:04d}"
         groups = [[q] for q in self.queries] if config.kind == UNSHARED else [list(self.queries)]
         for i, group in enumerate(groups):  # the access log: written before the clock starts
             (folder / f"net-{i}").mkdir(parents=True)
             grant_access(sqlite_url(folder / f"net-{i}" / "auth.db"), group, lost_queries(config.pattern),
                          revoke=config.kind != NEVER)
+        return folder, groups
+
+    def run(self, config: Config) -> dict[str, Any]:
+        """Process the input once in ``config``: wall and CPU time, what ran, what was delivered.
+        Unshared: one network per query, one after the other, summed."""
+        folder, groups = self.prepare(config, "run")
         totals = {"wall_s": 0.0, "cpu_s": 0.0, "jvm_cpu_s": 0.0, "workers_cpu_s": 0.0, "driver_cpu_s": 0.0}
         counters: dict[str, int] = {}
         delivered: dict[str, int] = {}
@@ -358,16 +364,12 @@ def _pct_saved(base: float, value: float) -> float:
 
 def run(spark: SparkSession, settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Every configuration of experiment 6, as plain data for the report and the plot."""
-    workdir = Path(tempfile.mkdtemp(prefix="streamwarden-netspark-bench-"))
-    try:
+    with scratch_dir("streamwarden-netspark-bench-") as workdir:
         return _run(Experiment(spark, settings, workdir, log))
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _run(x: Experiment) -> dict[str, Any]:
     s = x.settings
-    load_before = os.getloadavg()
     others = OtherWork(os.getpid())
     ids = [q.id for q in x.queries]
     loss_patterns = list(s.loss_patterns) if s.loss_patterns is not None else patterns(ids)[1:]
@@ -489,9 +491,7 @@ def _run(x: Experiment) -> dict[str, Any]:
         "checks": checks,
         "paper": {"switch_overhead_pct": PAPER_SWITCH_OVERHEAD_PCT,
                   "loss_savings_pct": {str(k): v for k, v in PAPER_LOSS_SAVINGS_PCT.items()}},
-        "load_average": {"before": [round(v, 2) for v in load_before],
-                         "after": [round(v, 2) for v in os.getloadavg()], "cpus": len(os.sched_getaffinity(0)),
-                         "other_cores": round(others.cores(), 2)},
+        "load_average": others.load_average(),
         "measure_s": round(time.perf_counter() - started, 1),
     }
     if s.small_minutes:

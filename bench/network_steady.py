@@ -25,22 +25,20 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.network_spark import (FULL, POST, SWITCHES, UNSHARED, Config, Experiment, START, delivered_rows,
-                                 grant_access, lost_queries, readings)
+from bench.network_spark import (FULL, POST, SWITCHES, UNSHARED, Config, Experiment, START, _iso, delivered_rows,
+                                 lost_queries)
 from bench.spark_probe import process_tree_cpu_s
 from bench.stats import median, ratio
-from streamwarden.catalog.store import sqlite_url
 
 
 def _parts(x: Experiment) -> list[dict[str, list[dict]]]:
     """The input split by event time into ``steady_parts`` files per stream."""
     s = x.settings
-    data = readings(s)
     step = timedelta(minutes=s.minutes / s.steady_parts)
     bounds = [START + k * step for k in range(s.steady_parts + 1)]
     bounds[-1] = START + timedelta(days=1)
-    iso = [b.strftime("%Y-%m-%dT%H:%M:%SZ") for b in bounds]
-    return [{stream: [r for r in rows if iso[k] <= r["ts"] < iso[k + 1]] for stream, rows in data.items()}
+    iso = [_iso(b) for b in bounds]
+    return [{stream: [r for r in rows if iso[k] <= r["ts"] < iso[k + 1]] for stream, rows in x.data.items()}
             for k in range(s.steady_parts)]
 
 
@@ -54,15 +52,9 @@ def _feed(folder: Path, part: int, data: dict[str, list[dict]]) -> None:
 
 def run_steady(x: Experiment, config: Config, parts: list[dict[str, list[dict]]]) -> dict[str, Any]:
     """One configuration, started once and fed file by file; CPU per micro-batch after the first."""
-    x.count += 1
-    folder = x.workdir / f"steady-{x.count:04d}"
-    groups = [[q] for q in x.queries] if config.kind == UNSHARED else [list(x.queries)]
+    folder, groups = x.prepare(config, "steady")
     networks, streams = [], []
     inputs = folder / "in"
-    for i, group in enumerate(groups):
-        sub = folder / f"net-{i}"
-        sub.mkdir(parents=True)
-        grant_access(sqlite_url(sub / "auth.db"), group, lost_queries(config.pattern))
     try:
         for i, group in enumerate(groups):
             sub = folder / f"net-{i}"

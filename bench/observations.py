@@ -268,6 +268,12 @@ def _label(p: dict[str, Any]) -> str:
     return "the selection" if p["shape"] == "selection" else f"the {p['shape']} aggregate over {_window(p)}"
 
 
+def _rows_points(points: list[dict[str, Any]], shape: str) -> list[dict[str, Any]]:
+    """The ``[ROWS n]`` points of ``shape``, by n."""
+    return sorted((p for p in points if p["shape"] == shape and isinstance(p["window"], int)),
+                  key=lambda p: p["window"])
+
+
 def _rows_notes(lv: dict[str, Any]) -> list[str]:
     notes = []
     cfg, points, top = lv["settings"], lv["windows"], "[T, T]"
@@ -285,8 +291,7 @@ def _rows_notes(lv: dict[str, Any]) -> list[str]:
             "and back as Arrow), and its replay numbers or frames the whole stream with a window function that has "
             "no partition (`engine.rows.replay_rows`: `Window.orderBy(ts, arrival)`), which Spark runs in one "
             "task: one core, whatever the cluster.")
-    counted = sorted((p for p in points if p["shape"] == "count" and isinstance(p["window"], int)),
-                     key=lambda p: p["window"])
+    counted = _rows_points(points, "count")
     if len(counted) > 1:
         first, last = counted[0], counted[-1]
         a, b = first["relative_throughput"][top], last["relative_throughput"][top]
@@ -305,8 +310,7 @@ def _rows_notes(lv: dict[str, Any]) -> list[str]:
                 "Computing `min` and `max` once (the entry in a projection above) would halve that; running counts "
                 "per company and T (a cumulative sum minus its value n rows earlier) would make it O(companies) per "
                 "tuple.")
-    grouped = sorted((p for p in points if p["shape"] == "per service" and isinstance(p["window"], int)),
-                     key=lambda p: p["window"])
+    grouped = _rows_points(points, "per service")
     if len(grouped) > 1:
         first, last = grouped[0], grouped[-1]
         a, b = first["ms_per_1000"]["unsecured"], last["ms_per_1000"]["unsecured"]

@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -51,6 +50,7 @@ from bench import punctuation_workload as W
 from bench.pipelines import EXCLUDED_RULES, NO_PUSHDOWN
 from bench.spark_probe import process_tree_cpu_s, sql_conf
 from bench.stats import median, ratio
+from bench.workdir import scratch_dir
 
 #: The paper's numbers (ms per 1,000 tuples), where its text gives them.
 PAPER_FIG13A_RATIO1_MS = 4.0
@@ -468,11 +468,8 @@ def _stages(measured: dict[str, dict[str, Any]], tuples: int) -> dict[str, float
 
 def run(spark: SparkSession, settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Every measurement of experiment 3, as plain data for the report and the plots."""
-    workdir = Path(tempfile.mkdtemp(prefix="streamwarden-sp-bench-"))
-    try:
+    with scratch_dir("streamwarden-sp-bench-") as workdir:
         return _run(Experiment(spark, settings, workdir, log))
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _run(x: Experiment) -> dict[str, Any]:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from bench.levels import window_text
 from bench.report import Check, _mib, _ms, _num, _pct, _table, _x
+from bench.report_punctuation import _finite, _reps_text
 
 ISSUE = "issue 4"
 #: The target of the issue: a single-level query keeps this share of the unsecured rows/s.
@@ -25,17 +27,14 @@ FIT_LABELS = {"wall_s": ("wall time", "s"), "cpu_s": ("CPU time, all processes",
               "peak_rss_bytes": ("peak RSS, process tree", "MiB"), "peak_heap_bytes": ("peak JVM heap", "MiB"),
               "live_heap_bytes": ("JVM heap after GC (max)", "MiB"),
               "state_bytes": ("state store memory", "KiB")}
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not math.isnan(value)
+RUNS = ("run(s) of each pipeline", "runs of each pipeline")  # the unit of _reps_text here
 
 
 def _window(p: dict[str, Any]) -> str:
     window = p["window"]
     if not isinstance(window, (int, str)) or isinstance(window, bool):  # the selection (None, NaN once reloaded)
         return "—"
-    return f"[ROWS {window}]" if isinstance(window, int) else f"[RANGE {window}]"
+    return window_text(window)
 
 
 def _query_label(p: dict[str, Any]) -> str:
@@ -140,7 +139,7 @@ def _windows(lv: dict[str, Any]) -> list[str]:
     out = ["### [ROWS n] against [RANGE d]: the same aggregate", "",
            "The aggregate of the throughput table (and the same per `serviceId`), over count-based and event-time "
            "windows of several sizes; ms per 1,000 input tuples, secured at [T, T] and unsecured, "
-           + _reps_text(lv["settings"]["window_reps"]) + ". A `[ROWS n]` "
+           + _reps_text(lv["settings"]["window_reps"], *RUNS) + ". A `[ROWS n]` "
            "aggregate emits a row per arriving tuple (per service present in its window with GROUP BY) and reads "
            "its input in arrival order through a Python data source; a `[RANGE d]` one emits a row per "
            "tumbling window (and service).", ""]
@@ -259,7 +258,7 @@ def levels_section(lv: dict[str, Any]) -> str:
            "row), planned once, "
            + ("a warm-up run per configuration, then " if cfg["warmup_per_configuration"] else "no warm-up per "
               "configuration (smoke run), ")
-           + _reps_text(cfg["reps"]) + " in the throughput comparison, interleaved; medians. *Spread*: the "
+           + _reps_text(cfg["reps"], *RUNS) + " in the throughput comparison, interleaved; medians. *Spread*: the "
            "largest (max − min) / median wall time among a configuration's pipelines. *CPU*: the Spark JVM and its "
            "Python workers. " + _load_text(load), ""]
     out += _throughput(lv)
@@ -268,13 +267,6 @@ def levels_section(lv: dict[str, Any]) -> str:
     out += ["![throughput at one level](levels_throughput.png)", "",
             "![ROWS against RANGE](levels_windows.png)", "", "![levels in use](levels_processors.png)", ""]
     return "\n".join(out)
-
-
-def _reps_text(reps: dict[str, Any]) -> str:
-    if reps["least"] == reps["most"]:
-        return f"{reps['least']} run(s) of each pipeline"
-    return (f"{reps['least']}–{reps['most']} runs of each pipeline (more while a configuration's rounds took "
-            f"under {reps['budget_s']:g} s)")
 
 
 def _load_text(load: dict[str, Any]) -> str:

@@ -296,10 +296,11 @@ def _fig16(pt: dict[str, Any]) -> list[str]:
     return out
 
 
-def _reps_text(reps: dict[str, Any]) -> str:
+def _reps_text(reps: dict[str, Any], once: str = "time(s)", times: str = "times") -> str:
+    """How often each pipeline ran (``Repetitions`` as saved): ``once`` and ``times`` name the unit."""
     if reps["least"] == reps["most"]:
-        return f"{reps['least']} time(s)"
-    return (f"{reps['least']}–{reps['most']} times (more while a configuration's rounds took under "
+        return f"{reps['least']} {once}"
+    return (f"{reps['least']}–{reps['most']} {times} (more while a configuration's rounds took under "
             f"{reps['budget_s']:g} s)")
 
 

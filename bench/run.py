@@ -81,54 +81,32 @@ def main(argv: list[str] | None = None) -> int:
                     results[name], runs[name] = saved["results"][name], saved["runs"][name]
     command = "python -m bench.run" + (" --quick" if args.quick else "") + (f" --only {args.only}" if args.only else "")
 
-    def record(name: str, began: float) -> None:
+    def experiment(name: str, title: str, module: Any, *spark: Any) -> None:
+        """Run ``module`` (passing ``spark`` first when given) unless ``--only`` names another; time and record it."""
+        if args.only not in (None, name):
+            return
+        _log(title)
+        began = time.perf_counter()
+        settings = module.Settings.quick() if args.quick else module.Settings()
+        results[name] = module.run(*spark, settings, log=_log)
         runs[name] = {"mode": mode, "duration_s": round(time.perf_counter() - began, 1), "command": command,
                       "commit": info["streamwarden_commit"], "when": time.strftime("%Y-%m-%d %H:%M")}
 
-    if args.only in (None, "rewriting"):
-        _log("experiment 1: rewriting time")
-        began = time.perf_counter()
-        settings = rewriting_bench.Settings.quick() if args.quick else rewriting_bench.Settings()
-        results["rewriting"] = rewriting_bench.run(settings, log=_log)
-        record("rewriting", began)
-
-    if args.only in (None, "network_sim"):  # pure Python, like the rewriting benchmark
-        _log("experiment 5: shared operator networks with privacy switches, simulated (Figs. 8-9)")
-        began = time.perf_counter()
-        settings_ns = network_sim_bench.Settings.quick() if args.quick else network_sim_bench.Settings()
-        results["network_sim"] = network_sim_bench.run(settings_ns, log=_log)
-        record("network_sim", began)
-
+    experiment("rewriting", "experiment 1: rewriting time", rewriting_bench)
+    # pure Python, like the rewriting benchmark
+    experiment("network_sim", "experiment 5: shared operator networks with privacy switches, simulated (Figs. 8-9)",
+               network_sim_bench)
     if args.only in (None, "runtime", "punctuation", "levels", "network_spark"):
         _log("starting Spark")
         from streamwarden.engine.session import get_spark  # Spark only when needed
 
         spark = get_spark()
         info["spark_java"] = str(spark._jvm.java.lang.System.getProperty("java.runtime.version"))  # type: ignore[attr-defined]
-        if args.only in (None, "runtime"):
-            _log("experiment 2: runtime on the drill scenario")
-            began = time.perf_counter()
-            settings_rt = runtime_bench.Settings.quick() if args.quick else runtime_bench.Settings()
-            results["runtime"] = runtime_bench.run(spark, settings_rt, log=_log)
-            record("runtime", began)
-        if args.only in (None, "punctuation"):
-            _log("experiment 3: security punctuations (Figs. 13-16)")
-            began = time.perf_counter()
-            settings_sp = punctuation_bench.Settings.quick() if args.quick else punctuation_bench.Settings()
-            results["punctuation"] = punctuation_bench.run(spark, settings_sp, log=_log)
-            record("punctuation", began)
-        if args.only in (None, "levels"):
-            _log("experiment 4: security levels (one processor per level)")
-            began = time.perf_counter()
-            settings_lv = levels_bench.Settings.quick() if args.quick else levels_bench.Settings()
-            results["levels"] = levels_bench.run(spark, settings_lv, log=_log)
-            record("levels", began)
-        if args.only in (None, "network_spark"):
-            _log("experiment 6: shared operator networks with privacy switches, on Spark")
-            began = time.perf_counter()
-            settings_nk = network_spark_bench.Settings.quick() if args.quick else network_spark_bench.Settings()
-            results["network_spark"] = network_spark_bench.run(spark, settings_nk, log=_log)
-            record("network_spark", began)
+        experiment("runtime", "experiment 2: runtime on the drill scenario", runtime_bench, spark)
+        experiment("punctuation", "experiment 3: security punctuations (Figs. 13-16)", punctuation_bench, spark)
+        experiment("levels", "experiment 4: security levels (one processor per level)", levels_bench, spark)
+        experiment("network_spark", "experiment 6: shared operator networks with privacy switches, on Spark",
+                   network_spark_bench, spark)
 
     duration = time.perf_counter() - started
     (args.output / "results.json").write_text(json.dumps(_json_safe({

@@ -16,12 +16,9 @@ is kept. The JVM is warmed up first with runs that are thrown away.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -34,6 +31,7 @@ from bench.runtime_workload import (
 )
 from bench.spark_probe import RunMetrics, SparkProbe, sql_conf
 from bench.stats import median, ratio
+from bench.workdir import scratch_dir
 
 METRICS = ("wall_s", "process_cpu_s", "executor_cpu_s", "join_state_bytes", "join_input_rows", "join_output_rows",
            "peak_heap_bytes")
@@ -103,12 +101,9 @@ def _measure_point(spark: SparkSession, probe: SparkProbe, pipelines: dict[str, 
 def run(spark: SparkSession, settings: Settings, log=print) -> dict[str, object]:  # type: ignore[no-untyped-def]
     """Every runtime measurement, as plain data for the report and the plots."""
     probe = SparkProbe(spark)
-    workdir = Path(tempfile.mkdtemp(prefix="streamwarden-bench-"))
-    try:
+    with scratch_dir("streamwarden-bench-") as workdir:
         drill = generate(workdir / "drill", settings.size)
         return _run(spark, probe, drill, settings, log)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _run(spark: SparkSession, probe: SparkProbe, drill: Drill, settings: Settings, log) -> dict[str, object]:  # type: ignore[no-untyped-def]

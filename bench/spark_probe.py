@@ -27,12 +27,29 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from pyspark.sql import SparkSession
 
 from streamwarden.engine.session import sql_conf  # noqa: F401  (re-exported for the benchmarks)
+
+
+def last_job_id(store: Any) -> int:
+    """The id of the newest job in Spark's status store ``store`` (-1 before the first)."""
+    jobs = store.jobsList(None)  # newest first
+    return int(jobs.apply(0).jobId()) if jobs.size() else -1
+
+
+def jobs_since(store: Any, mark: int) -> Iterator[Any]:
+    """The jobs in ``store`` newer than the job id ``mark``, newest first."""
+    listed = store.jobsList(None)
+    for i in range(listed.size()):
+        job = listed.apply(i)
+        if int(job.jobId()) <= mark:
+            return
+        yield job
 
 
 @dataclass(frozen=True)
@@ -70,8 +87,7 @@ class SparkProbe:
         return (int(fields[11]) + int(fields[12])) / self.clock_ticks  # utime + stime
 
     def last_job_id(self) -> int:
-        jobs = self.store.jobsList(None)  # newest first
-        return int(jobs.apply(0).jobId()) if jobs.size() else -1
+        return last_job_id(self.store)
 
     def measure(self, action: Callable[[], object]) -> RunMetrics:
         """Run ``action`` once (after a full GC) and return its cost."""
@@ -94,11 +110,7 @@ class SparkProbe:
 
     def _executor_cpu_since(self, before: int) -> tuple[float, int]:
         total = jobs = 0
-        listed = self.store.jobsList(None)
-        for i in range(listed.size()):
-            job = listed.apply(i)
-            if int(job.jobId()) <= before:
-                break
+        for job in jobs_since(self.store, before):
             jobs += 1
             stage_ids = job.stageIds()
             for k in range(stage_ids.size()):
