@@ -1,9 +1,10 @@
 """``streamwarden network replay``: every registered query over recorded inputs, each
 user's share of it by their access changes (what the terminal switches deliver).
 
-Each query is compiled once and its rows carry their event time (the later ``ts`` of a
-joined pair, a window's end for an aggregate); where the catalog has role policies on
-the query's streams, the query runs once per listed user with those applied on top.
+Each query is secured for each listed user (role policies, where the catalog has them,
+apply on top of the grants) and compiled once per distinct set of authorized graphs, so
+users with the same roles share one job; its rows carry their event time (the later
+``ts`` of a joined pair, a window's end for an aggregate).
 A user's rows are those whose event time falls in one of their grant periods
 (:func:`streamwarden.network.registry.grant_intervals`), written to
 ``DIR/<user>/<query id>.jsonl`` (an empty file when they receive nothing).
@@ -25,6 +26,7 @@ from streamwarden.engine.execute import build_job, input_errors, ordered_lines, 
 from streamwarden.language.parser import parse_query
 from streamwarden.network.registry import AccessChange, RegisteredQuery, grant_intervals
 from streamwarden.passes import SecurityOptions, secure
+from streamwarden.plan.nodes import Node
 
 
 def replay_network(spark: SparkSession, catalog: Catalog, queries: Sequence[RegisteredQuery],
@@ -33,35 +35,28 @@ def replay_network(spark: SparkSession, catalog: Catalog, queries: Sequence[Regi
     """Write each listed user's rows of each query; returns the row count per (user, query)."""
     output = Path(output_dir)
     written: dict[tuple[str, str], int] = {}
+    options = SecurityOptions(grants_decide=True)
     for q in queries:
-        per_user = _has_role_policies(catalog, q)
-        shared: DataFrame | None = None
+        used = {s.stream: inputs[s.stream] for s in parse_query(q.query).sources if s.stream in inputs} or inputs
+        compiled: dict[tuple[tuple[str, Node], ...], DataFrame | None] = {}  # users with equal graphs share one
         for user in q.users:
             periods = grant_intervals(changes, q.id, user)
             target = output / user / f"{q.id}.jsonl"
-            if not periods:
+            frame = None
+            if periods:
+                rewriting = secure(catalog, user, q.query, options)
+                key = tuple((g.id, g.root) for g in rewriting.deployed)
+                if key not in compiled:
+                    compiled[key] = build_job(spark, catalog, rewriting, used, streaming=False,
+                                              event_time=True).union()
+                frame = compiled[key]
+            if frame is None:  # no grant, or no role policy of the user's authorizes anything
                 written[(user, q.id)] = write_lines([], target)
                 continue
-            if per_user or shared is None:
-                frame = _rows(spark, catalog, q, user, inputs)
-                if not per_user:
-                    shared = frame
-            else:
-                frame = shared
-            if frame is None:
-                written[(user, q.id)] = write_lines([], target)
-                continue
-            delivered = frame.filter(within_periods(periods)).drop(EVENT)
             with input_errors():
-                written[(user, q.id)] = write_lines(ordered_lines(delivered), target)
+                written[(user, q.id)] = write_lines(ordered_lines(frame.filter(within_periods(periods)).drop(EVENT)),
+                                                    target)
     return written
-
-
-def _rows(spark: SparkSession, catalog: Catalog, q: RegisteredQuery, user: str,
-          inputs: Mapping[str, str | Path]) -> DataFrame | None:
-    rewriting = secure(catalog, user, q.query, SecurityOptions(grants_decide=True))
-    used = {s.stream: inputs[s.stream] for s in parse_query(q.query).sources if s.stream in inputs}
-    return build_job(spark, catalog, rewriting, used or inputs, streaming=False, event_time=True).union()
 
 
 def within_periods(periods: list) -> Column:  # type: ignore[type-arg]
@@ -73,11 +68,6 @@ def within_periods(periods: list) -> Column:  # type: ignore[type-arg]
             inside = inside & (F.col(EVENT) < F.lit(end))
         condition = condition | inside
     return condition
-
-
-def _has_role_policies(catalog: Catalog, q: RegisteredQuery) -> bool:
-    streams = {s.stream for s in parse_query(q.query).sources}
-    return any(set(p.streams) & streams for p in catalog.policies)
 
 
 __all__ = ["replay_network", "within_periods"]
