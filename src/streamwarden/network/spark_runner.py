@@ -3,15 +3,15 @@
 The inputs of every registered query are read as one stream (a union tagged by stream),
 together with the authorization server's access SPs (:mod:`~streamwarden.network.authorization`),
 and each micro-batch goes through :meth:`SharedNetworkRun.process` (``foreachBatch``):
-the SPs of the batch join the switches' state, then the network's vertices are
-evaluated in topological order on the batch's new tuples, each vertex once however
-many queries share it (its result is cached for its consumers). Every operator is the
-engine's own (:func:`~streamwarden.engine.compiler.compile_operator`); joins and windowed
-aggregates run it over the new tuples and the ones they keep as explicit state, written
-with every batch under the checkpoint (a restart resumes exactly): a join the tuples its
-windows may still pair, an aggregate the tuples of its windows still open. An aggregate emits a window once the watermark passes its end (the
-smallest, over its input streams, of the latest ``ts`` read, less the lateness), as a
-single query's ``run`` does.
+the SPs of the batch join the switches' state, then the network's vertices are evaluated
+in topological order on the batch's new tuples, each vertex once however many queries
+share it (its result is cached for its consumers). Every operator is the engine's own
+(:func:`~streamwarden.engine.compiler.compile_operator`); joins and windowed aggregates
+run it over the new tuples and the ones they keep as explicit state, written with every
+batch under the checkpoint (a restart resumes exactly): a join the tuples its windows
+may still pair, an aggregate the tuples of its windows still open. An aggregate emits a
+window once the watermark passes its end (the smallest, over its input streams, of the
+latest ``ts`` read, less the lateness), as a single query's ``run`` does.
 
 Privacy switches (Algorithm 2's placement) follow the access SPs, so grants and
 revocations take effect without restarting anything:
