@@ -1,9 +1,17 @@
 """Compile bound plan expressions into Spark Column expressions.
 
 Predicates are built as Column trees (code-generated in the JVM), never as SQL text, so
-no value from a catalog or a query is ever pasted into a SQL string. Division uses
-``try_divide`` and comparisons keep SQL three-valued logic, so a bad value makes a row
-not match instead of failing the whole stream.
+no value from a catalog or a query is ever pasted into a SQL string.
+
+**Every expression compiled here is total** (PostgreSQL would call its functions
+LEAKPROOF): it never raises, whatever the row holds. Arithmetic is ``try_add``,
+``try_subtract``, ``try_multiply``, ``try_divide`` and ``try_mod`` (NULL on overflow or a
+zero divisor), negation is a ``try_subtract`` from zero, and comparisons keep SQL
+three-valued logic. This is what lets the planner evaluate a user's predicate next to,
+or even before, the security filters (a shield lifted above a selection, a predicate
+Catalyst pushes below a join): a row the policies reject can make the predicate NULL,
+never abort the query, so no error reveals a hidden value. The rewriter's proofs
+(:mod:`streamwarden.rewrite.implication`) model exactly these semantics.
 
     >>> from streamwarden.plan.expr import Column as C, Compare, Literal
     >>> str(compile_expr(Compare(">=", C("P", "Pos", "double"), Literal(5, "int")), physical_column))  # doctest: +SKIP
@@ -52,7 +60,7 @@ def compile_expr(expr: E.Expr, resolve: Resolver = physical_column) -> SparkColu
         return F.col(action_column(expr.action, expr.kind))
     if isinstance(expr, E.TimeOfDay):
         ts = c(expr.operand)
-        return F.hour(ts) * 3600 + F.minute(ts) * 60 + F.second(ts)
+        return F.hour(ts) * 3600 + F.minute(ts) * 60 + F.second(ts)  # at most 86,399: cannot overflow
     if isinstance(expr, E.Compare):
         left, right = c(expr.left), c(expr.right)
         return {
@@ -62,7 +70,9 @@ def compile_expr(expr: E.Expr, resolve: Resolver = physical_column) -> SparkColu
     if isinstance(expr, E.Arith):
         return _arith(expr, c)
     if isinstance(expr, E.Negate):
-        return -c(expr.operand)
+        operand = c(expr.operand)
+        zero = F.lit(0).cast(SPARK_TYPES.get(expr.dtype, "double"))
+        return F.try_subtract(zero, operand)  # -(-2^31) overflows: NULL, not an error
     if isinstance(expr, E.And):
         return c(expr.left) & c(expr.right)
     if isinstance(expr, E.Or):
@@ -78,15 +88,19 @@ def compile_expr(expr: E.Expr, resolve: Resolver = physical_column) -> SparkColu
 
 def _arith(expr: E.Arith, c: Callable[[E.Expr], SparkColumn]) -> SparkColumn:
     if expr.left.dtype == "timestamp" and expr.right.dtype == "timestamp":
-        return (F.unix_micros(c(expr.left)) - F.unix_micros(c(expr.right))) / F.lit(1_000_000.0)
+        # Both within year 1..9999, so the difference in µs fits a bigint; try_ all the same.
+        micros = F.try_subtract(F.unix_micros(c(expr.left)), F.unix_micros(c(expr.right)))
+        return F.try_divide(micros.cast("double"), F.lit(1_000_000.0))
     left, right = c(expr.left), c(expr.right)
     if expr.op == "/":
         return F.try_divide(left.cast("double"), right.cast("double"))
     if expr.op == "%":
         return F.try_mod(left, right)
     if expr.dtype == "long":
-        left, right = left.cast("bigint"), right.cast("bigint")
-    return {"+": lambda: left + right, "-": lambda: left - right, "*": lambda: left * right}[expr.op]()
+        left, right = left.cast("bigint"), right.cast("bigint")  # widening: never fails
+    elif expr.dtype == "double":
+        left, right = left.cast("double"), right.cast("double")
+    return {"+": F.try_add, "-": F.try_subtract, "*": F.try_multiply}[expr.op](left, right)
 
 
 def literal(lit: E.Literal) -> SparkColumn:

@@ -365,7 +365,9 @@ def _aggregate(call: AggCall) -> SparkColumn:
     if call.arg is None:
         return F.count(F.lit(1))
     arg = compile_expr(call.arg)
-    return {"min": F.min, "max": F.max, "count": F.count, "avg": F.avg, "sum": F.sum}[call.func](arg)
+    # try_sum/try_avg: a provider's extreme values give NULL, never an overflow error that stops every
+    # query reading the stream (or tells the user something about tuples they cannot see).
+    return {"min": F.min, "max": F.max, "count": F.count, "avg": F.try_avg, "sum": F.try_sum}[call.func](arg)
 
 
 def _time_buckets(node: Join) -> tuple[str, str, int] | None:

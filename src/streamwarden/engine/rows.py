@@ -77,7 +77,8 @@ def arrival_key(arrival: Column | None) -> Column:
 
 
 def _agg(func: str, column: Column) -> Column:
-    return {"count": F.count, "min": F.min, "max": F.max, "sum": F.sum, "avg": F.avg}[func](column)
+    # try_sum/try_avg: NULL on overflow, as in every compiled aggregate (engine.compiler._aggregate).
+    return {"count": F.count, "min": F.min, "max": F.max, "sum": F.try_sum, "avg": F.try_avg}[func](column)
 
 
 def _level_entry(low: Column, high: Column) -> Column:
