@@ -35,10 +35,10 @@ UTC = timezone.utc
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TRUE = ("true",)
 
-# Implication ("p's condition implies the query predicate") is decided over
-# ordinary, non-NULL values of every attribute and action function, as an SMT
-# solver would.  Set to True to also let every variable be NULL (stricter).
-IMPLICATION_INCLUDES_NULL = False
+# Implication ("p's condition implies the query predicate") is decided over every
+# value Spark can hold, NULL included (a record may omit an attribute, an action may
+# not have started): issue 11, class 1.  False = non-NULL values only (textbook logic).
+IMPLICATION_INCLUDES_NULL = True
 
 # When a rule asks whether a policy *grants* an attribute (read-path
 # deployment, Pol_agg, Pol_join), `ts` is treated like any other attribute.
@@ -66,6 +66,8 @@ class OPolicy:
     privilege: str  # read|min|max|count|avg|sum
     time: tuple | None = None  # (begin, end): datetime or operand
     window: tuple[float, float] | None = None  # (min size s, min offset s)
+    group_by: tuple[str, ...] = ()  # inference control: the attributes a query may group by
+    min_group: int | None = None  # inference control: rows over fewer tuples are withheld
 
 
 @dataclass(frozen=True)
@@ -567,7 +569,7 @@ def implies(p, q) -> bool:
             values = [False, True]
         else:
             points = {_number(c, ranks) for c in constants[root]}
-            points |= {assignment[w] for w in assignment if find(w) == root}
+            points |= {assignment[w] for w in assignment if find(w) == root and assignment[w] is not None}
             # arithmetic (a grid, not a proof): also every point shifted by
             # every constant of the class
             points |= {x + sign * d for x in list(points) for d in shifts[root] for sign in (1, -1)}
@@ -661,6 +663,8 @@ def _aggregate(fn: str, attr, values: list[dict]):
     if fn == "max":
         return max(xs)
     total = sum(xs) if all(isinstance(x, int) for x in xs) else math.fsum(xs)
+    if isinstance(total, int) and not -(2**63) <= total < 2**63:
+        return None  # try_sum / try_avg: NULL on a 64-bit overflow
     if fn == "sum":
         return total
     if fn == "avg":
@@ -668,9 +672,9 @@ def _aggregate(fn: str, attr, values: list[dict]):
     raise ValueError(f"unknown aggregate {fn!r}")
 
 
-def _window_rows(members, aggs, group_by, size_s, offset_s, computed, kind):
+def _window_rows(members, aggs, group_by, size_s, offset_s, computed, kind, min_group=1):
     """members: [(values dict, policy ids)].  One row per (window, group)
-    with at least one member; aggregates not in `computed` are None."""
+    with at least `min_group` members; aggregates not in `computed` are None."""
     size_us, offset_us = _micros(size_s), _micros(offset_s)
     if size_us <= 0 or offset_us <= 0:
         raise ValueError("window size and offset must be positive")
@@ -681,6 +685,8 @@ def _window_rows(members, aggs, group_by, size_s, offset_s, computed, kind):
             groups[(start, key)].append((values, ids))
     rows = []
     for (start, key), group in groups.items():
+        if len(group) < min_group:
+            continue
         row = {
             "window_start": EPOCH + timedelta(microseconds=start),
             "window_end": EPOCH + timedelta(microseconds=start + size_us),
@@ -728,16 +734,19 @@ def aggregate_rows(cat, user, stream, tuples, aggs, group_by, where, size_s, off
         mine = {i for i, (fn, _, _) in enumerate(aggs) if fn == priv}
         if not all(aggs[i][1] is None or grants(p, aggs[i][1]) for i in mine):
             continue
-        if not all(grants(p, g) for g in group_by):
-            continue
+        if not all(g in p.group_by for g in group_by):
+            continue  # inference control: group only by what the policy lists
         if not implies(cond, q):
             continue
         size, offset = size_s, offset_s
         if p.window is not None:
-            size, offset = max(size_s, p.window[0]), max(offset_s, p.window[1])
+            # inference control: windows snap up onto the policy's grid (multiples of its offset)
+            grid = p.window[1] or p.window[0]
+            size = math.ceil(max(size_s, p.window[0]) / grid) * grid
+            offset = math.ceil(max(offset_s, grid) / grid) * grid
         members = [(t, {p.id}) for t in tuples
                    if _holds(cat, q, {stream: t}) and _holds(cat, cond, {stream: t})]
-        rows += _window_rows(members, aggs, group_by, size, offset, mine, "agg:" + p.id)
+        rows += _window_rows(members, aggs, group_by, size, offset, mine, "agg:" + p.id, p.min_group or 1)
     return rows
 
 

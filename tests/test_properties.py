@@ -103,6 +103,8 @@ class Policy:
     privilege: str
     during_a: bool
     window: tuple[int, int] | None
+    group_by: tuple[str, ...] = ()
+    min_group: int | None = None
 
     def yaml(self) -> str:
         fields = [f"id: {self.id}", f"subject: {self.subject}", f"streams: [{', '.join(self.streams)}]",
@@ -114,13 +116,18 @@ class Policy:
             fields.append('time: ["start(a)", "end(a)"]')
         if self.window:
             fields.append(f"window: {{size: {self.window[0]}, offset: {self.window[1]}}}")
+        if self.group_by:
+            fields.append(f"group_by: [{', '.join(self.group_by)}]")
+        if self.min_group:
+            fields.append(f"min_group: {self.min_group}")
         return "  - {" + ", ".join(fields) + "}"
 
     def oracle(self) -> O.OPolicy:
         time = (("action", "start", "a"), ("action", "end", "a")) if self.during_a else None
         return O.OPolicy(self.id, self.subject, self.streams, self.attributes or "*",
                          self.where.tree() if self.where else None, self.privilege, time,
-                         (float(self.window[0]), float(self.window[1])) if self.window else None)
+                         (float(self.window[0]), float(self.window[1])) if self.window else None,
+                         self.group_by, self.min_group)
 
 
 @st.composite
@@ -131,10 +138,15 @@ def policies(draw, streams: tuple[str, ...], privileges: list[str], join_pred: b
     if join_pred:
         link = Pred((Atom("S", "a", "=", ("attr", "T.k")),))
         where = link if where is None else Pred(link.atoms + where.atoms)
-    return Policy("", draw(st.sampled_from(["R1", "R2", "R2", "R3"])), streams,  # R3 is not the user's
-                  tuple(sorted(chosen)) if chosen else None, where, draw(st.sampled_from(privileges)),
-                  draw(st.sampled_from([False, False, True])),
-                  draw(st.one_of(st.none(), st.sampled_from([(60, 60), (120, 60), (120, 120)]))))
+    subject = draw(st.sampled_from(["R1", "R2", "R2", "R3"]))  # R3 is not the user's
+    privilege = draw(st.sampled_from(privileges))
+    during_a = draw(st.sampled_from([False, False, True]))
+    window = draw(st.one_of(st.none(), st.sampled_from([(60, 60), (120, 60), (120, 120), (90, 45)])))
+    # inference control (aggregate privileges only): grouping allowed by g or not at all, a minimum group
+    group_by = draw(st.sampled_from([(), ("g",)])) if privilege != "read" else ()
+    min_group = draw(st.sampled_from([None, None, 2, 3])) if privilege != "read" else None
+    return Policy("", subject, streams, tuple(sorted(chosen)) if chosen else None, where, privilege, during_a,
+                  window, group_by, min_group)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,8 @@ def level_text(raw: Any) -> str:
     return "[" + ", ".join(str(v) for v in raw) + "]" if isinstance(raw, list) else str(raw)
 
 _STREAM_KEYS = {"schema", "key", "punctuated_by", "server_policies", "combine", "level"}
-_POLICY_KEYS = {"id", "subject", "streams", "attributes", "where", "privilege", "time", "window"}
+_POLICY_KEYS = {"id", "subject", "streams", "attributes", "where", "privilege", "time", "window",
+                "group_by", "aggregate_args", "min_group"}
 
 
 def load_catalog(path: str | Path) -> Catalog:
@@ -383,8 +384,30 @@ class _Loader:
         time = self.time_constraint(pid, spec.get("time"), path + ("time",), actions)
         window = self.window_constraint(pid, spec.get("window"), path + ("window",))
         line = self.source.line_col(self.marks[path][0])[0]
+        group_by, aggregate_args, min_group = self.inference_control(pid, spec, path, privilege, names, streams)
         return Policy(pid, subject, tuple(names), attributes, privilege, where, where_text, time, window,
-                      self.source, line)
+                      self.source, line, group_by, aggregate_args, min_group)
+
+    def inference_control(self, pid: str, spec: dict[str, Any], path: Path_, privilege: str, names: list[str],
+                          streams: dict[str, StreamDef]) -> tuple[tuple[str, ...], str, int | None]:
+        """``group_by``, ``aggregate_args`` and ``min_group`` of an aggregate policy
+        (docs/semantics.md, "Inference control"); a read policy may not carry them."""
+        keys = [k for k in ("group_by", "aggregate_args", "min_group") if k in spec]
+        if privilege == "read" and keys:
+            self.fail(path + (keys[0],), f"policy {pid}: {keys[0]} applies to aggregate privileges only", key=True)
+        group_by = self.names(spec.get("group_by", []), path + ("group_by",), "group_by")
+        known = {a for s in names for a in streams[s].attributes}
+        for j, attr in enumerate(group_by):
+            if attr not in known:
+                self.fail(path + ("group_by", j), f"policy {pid}: no stream in {names} has attribute {attr!r}")
+        aggregate_args = spec.get("aggregate_args", "attributes")
+        if aggregate_args not in ("attributes", "expressions"):
+            self.fail(path + ("aggregate_args",), f"policy {pid}: aggregate_args is attributes or expressions")
+        min_group = spec.get("min_group")
+        if min_group is not None and (isinstance(min_group, bool) or not isinstance(min_group, int)
+                                      or not 1 <= min_group <= 1_000_000_000):
+            self.fail(path + ("min_group",), f"policy {pid}: min_group must be a whole number from 1 to 1,000,000,000")
+        return tuple(group_by), str(aggregate_args), min_group
 
     def policy_attributes(self, pid: str, raw: Any, path: Path_, names: list[str],
                           streams: dict[str, StreamDef]) -> tuple[str, ...] | None:

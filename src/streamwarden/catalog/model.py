@@ -122,6 +122,10 @@ class Policy:
     window: tuple[float, float] | None = None  # minimum (size, offset) in seconds
     source: SourceText | None = field(default=None, compare=False, repr=False)
     line: int | None = field(default=None, compare=False)
+    # Inference control of aggregate privileges (docs/semantics.md, "Inference control"):
+    group_by: tuple[str, ...] = ()  # attributes a query may group by (shown in clear, one value per group)
+    aggregate_args: str = "attributes"  # or "expressions": may the aggregate read SUM(x * x), not only SUM(x)?
+    min_group: int | None = None  # an aggregate row over fewer tuples is withheld
 
     def grants(self, attribute: str) -> bool:
         return self.attributes is None or attribute in self.attributes
@@ -135,6 +139,10 @@ class Policy:
             text += f" during [{self.time[0]}, {self.time[1]}]"
         if self.window:
             text += f" with windows of at least {self.window[0]:g}s / {self.window[1]:g}s"
+        if self.group_by:
+            text += f" grouped by at most {', '.join(self.group_by)}"
+        if self.min_group:
+            text += f" over at least {self.min_group} tuples"
         return text
 
 

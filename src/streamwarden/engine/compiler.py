@@ -38,6 +38,8 @@ EVENT = "_event"
 ARRIVAL = "_arrival"
 #: A tuple's place among the stream's visible tuples (replay of joins over [ROWS n]): ``R___rank``.
 RANK = "_rank"
+#: How many tuples an aggregate row is computed over (for a policy's ``min_group``).
+GROUP_SIZE = "__group_size"
 
 
 @dataclass
@@ -340,11 +342,15 @@ class _Compiler(_RowsWindows):
             bucket = F.window(event_time, f"{_micros(slide)} microseconds")
         groups = [compile_expr(g).alias(name) for name, g in node.group_by]
         aggs = [_aggregate(a).alias(a.name) for a in node.aggregates]
+        if node.min_group:
+            aggs.append(F.count(F.lit(1)).alias(GROUP_SIZE))
         if POLICIES in frame.columns:
             aggs.append(F.sort_array(F.array_distinct(F.flatten(F.collect_set(POLICIES)))).alias(POLICIES))
         if self.inputs.lattice is not None:
             aggs += lub_of_group(self.row_level(node.child, frame), self.inputs.lattice.width)
         grouped = frame.groupBy(bucket.alias("__window"), *groups).agg(*aggs)
+        if node.min_group:  # the policy's minimum group size: smaller groups are not delivered at all
+            grouped = grouped.filter(F.col(GROUP_SIZE) >= F.lit(node.min_group))
         order = [F.col(name) for name in node.items]
         keep = [F.col(POLICIES)] if POLICIES in frame.columns else []
         if self.inputs.lattice is not None:

@@ -174,7 +174,11 @@ class Aggregate(Node):
     event_time: E.Expr  # the time that places a row in windows (a join: its first input's ts)
     items: tuple[str, ...] = ()  # output order of groups and aggregates, as the query lists them
     id: str = field(default="", compare=False)
+    min_group: int | None = None  # rows over fewer tuples are withheld (an aggregate policy's min_group)
 
+    def __post_init__(self) -> None:
+        if self.min_group is not None and self.min_group < 1:
+            raise ValueError(f"min_group must be at least 1, not {self.min_group}")
 
     def expressions(self) -> tuple[E.Expr, ...]:
         args = tuple(a.arg for a in self.aggregates if a.arg is not None)
@@ -194,7 +198,8 @@ class Aggregate(Node):
     @property
     def label(self) -> str:
         groups = f" GROUP BY {', '.join(E.render(e) for _, e in self.group_by)}" if self.group_by else ""
-        return f"Σ {', '.join(map(str, self.aggregates))} over {self.window or '[UNBOUNDED]'}{groups}"
+        least = f" (groups of at least {self.min_group})" if self.min_group else ""
+        return f"Σ {', '.join(map(str, self.aggregates))} over {self.window or '[UNBOUNDED]'}{groups}{least}"
 
 
 @cached_hash

@@ -171,7 +171,7 @@ class _Rewriter:
             secured = SecureView(node.child, (grant.view,), "aggregate", id=f"{node.id}.sec.{grant.view.policy_id}")
             graphs.append(_Candidate(
                 Aggregate(secured, grant.aggregates, node.group_by, grant.window, node.event_time, node.items,
-                          id=f"{node.id}.{grant.view.policy_id}"),
+                          id=f"{node.id}.{grant.view.policy_id}", min_group=grant.min_group),
                 f"aggregate policy {grant.view.policy_id}",
             ))
         return graphs, obj

@@ -139,12 +139,16 @@ class AggregateGrant:
     view: View
     aggregates: tuple[AggCall, ...]
     window: Window
+    min_group: int | None = None
 
 
 def sec_aggr(ctx: Context, obj: Obj, agg: Aggregate, operator: str) -> tuple[list[AggregateGrant], list[Decision]]:
     """Pol_agg(S, u) (Definition 5.3): aggregate policies over exactly the aggregated
-    streams, granting the aggregated (and grouping) attributes, whose condition implies
-    every predicate of the query below the aggregate; windows are max(requested, minimum)."""
+    streams, granting the aggregated attributes, whose condition implies every predicate
+    of the query below the aggregate; windows are the policy's grid at or above the
+    request. Beyond the paper, inference control (docs/semantics.md): aggregates of plain
+    attributes only, grouping only by the policy's ``group_by``, windows on one grid,
+    and rows over fewer than ``min_group`` tuples withheld."""
     functions = {a.func for a in agg.aggregates}
     wanted = conjoin_all(obj.exps)
     streams = tuple(sorted(set(obj.streams)))
@@ -158,25 +162,34 @@ def sec_aggr(ctx: Context, obj: Obj, agg: Aggregate, operator: str) -> tuple[lis
         view = _instantiated(ctx, policy, obj.relation_of(), "aggregate")
         if isinstance(view, str):
             return view
-        obstacle = _aggregate_obstacle(view, agg, wanted)
+        view = _with_group_attributes(view, policy, obj, ctx.catalog)
+        obstacle = _aggregate_obstacle(view, agg, wanted, policy)
         if obstacle:
             return obstacle
-        granted = tuple(replace(a, granted=a.func == policy.privilege and _grants_all(view, a.arg))
-                        for a in agg.aggregates)
+        granted = tuple(replace(a, granted=a.func == policy.privilege and _grants_all(view, a.arg)
+                                and _plain_enough(a.arg, policy)) for a in agg.aggregates)
         if not any(a.granted for a in granted):
-            names = ", ".join(str(a) for a in agg.aggregates if a.func == policy.privilege)
+            mine = [a for a in agg.aggregates if a.func == policy.privilege]
+            names = ", ".join(str(a) for a in mine)
+            if any(_grants_all(view, a.arg) and not _plain_enough(a.arg, policy) for a in mine):
+                return (f"{names} aggregates an expression, and it grants aggregates of plain attributes only "
+                        "(inference control: several expressions of one attribute can solve for its values)")
             return f"does not grant the attributes of {names}"
-        return AggregateGrant(view, granted, enlarged_window(agg.window, policy))
+        return AggregateGrant(view, granted, enlarged_window(agg.window, policy), policy.min_group)
 
     return _decide(ctx, operator, check)
 
 
-def _aggregate_obstacle(view: View, agg: Aggregate, wanted: E.Expr) -> str:
+def _aggregate_obstacle(view: View, agg: Aggregate, wanted: E.Expr, policy: Policy) -> str:
     if agg.window is None or agg.window.kind != "range":
         return "aggregate policies need a [RANGE size SLIDE offset] window to enforce their minimum window"
-    ungrouped = [E.render(g) for _, g in agg.group_by if not _grants_all(view, g)]
+    ungrouped = [E.render(g) for _, g in agg.group_by
+                 if not isinstance(g, E.Column) or g.name not in policy.group_by]
     if ungrouped:
-        return f"the query groups by {', '.join(ungrouped)}, which it does not grant"
+        allowed = f"it allows grouping by {', '.join(policy.group_by)} only" if policy.group_by else \
+            "it allows no grouping"
+        return (f"the query groups by {', '.join(ungrouped)}: {allowed} (inference control: a group of an "
+                "attribute granted only in aggregate form would show that attribute's values)")
     if not implies(view.condition, wanted):
         return (f"its condition {E.render(view.condition)} does not imply the query's predicates "
                 f"{E.render(wanted)}: the aggregate would cover tuples outside the authorized view")
@@ -189,15 +202,50 @@ def _grants_all(view: View, expr: E.Expr | None) -> bool:
     return all(view.attributes is None or (c.relation, c.name) in view.attributes for c in E.columns(expr))
 
 
+def _with_group_attributes(view: View, policy: Policy, obj: Obj, catalog: Catalog) -> View:
+    """The policy's view, also keeping its ``group_by`` attributes (in clear, per group)."""
+    relations = obj.relation_of() or {}
+    if view.attributes is None or not policy.group_by:
+        return view
+    extra = {(relations[s], a) for s in policy.streams if s in relations for a in policy.group_by
+             if catalog.streams[s].type_of(a)}
+    return replace(view, attributes=view.attributes | frozenset(extra))
+
+
+def _plain_enough(arg: E.Expr | None, policy: Policy) -> bool:
+    """COUNT(*) and aggregates of a plain attribute; expressions only where the policy says so."""
+    return arg is None or isinstance(arg, E.Column) or policy.aggregate_args == "expressions"
+
+
 def enlarged_window(window: Window | None, policy: Policy) -> Window:
-    """Sec_Aggr's window: max(requested, policy minimum) for size and offset."""
+    """Sec_Aggr's window: the policy's grid at or above the request.
+
+    The paper takes max(requested, minimum) for size and offset; then windows of 1 h and
+    1 h + 1 s both satisfy a 1 h minimum, and their difference is the tuples of one
+    second. So the window snaps up to the policy's grid: size and slide become multiples
+    of the policy's offset (at least its size and offset), and Spark aligns window starts
+    to multiples of the slide. Every authorized window then starts and ends on the
+    offset's grid, and no two differ by less than what the policy's own sliding windows
+    already show.
+    """
     assert window is not None and window.size_seconds is not None
     size = window.size_seconds
     slide = window.slide_seconds or size
     if policy.window is not None:
-        size = max(size, policy.window[0])
-        slide = max(slide, policy.window[1])
+        least_size, grid = policy.window
+        grid = grid or least_size
+        size = _snap(max(size, least_size), grid)
+        slide = _snap(max(slide, grid), grid)
     return Window("range", size, slide, span=window.span)
+
+
+def _snap(seconds: float, grid: float) -> float:
+    """The least multiple of ``grid`` at or above ``seconds`` (to the microsecond)."""
+    grid_us = round(grid * 1_000_000)
+    if grid_us <= 0:
+        return seconds
+    wanted = round(seconds * 1_000_000)
+    return -(-wanted // grid_us) * grid_us / 1_000_000
 
 
 def conjoin_all(exps: tuple[E.Expr, ...]) -> E.Expr:
