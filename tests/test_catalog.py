@@ -85,8 +85,8 @@ def test_store_round_trip_and_live_actions(tmp_path, drill_catalog) -> None:
     assert [p.id for p in loaded.policies] == [p.id for p in drill_catalog.policies]
     store.set_action("a", start=None)
     assert store.load().actions["a"].start is None
-    store.set_action("b", target=7.0)
-    assert store.actions()["b"].target == 7.0
+    store.set_action("a", target=7.0)
+    assert store.actions()["a"].target == 7.0
 
 
 def test_saving_again_can_keep_live_action_values(tmp_path, drill_catalog) -> None:
@@ -96,4 +96,6 @@ def test_saving_again_can_keep_live_action_values(tmp_path, drill_catalog) -> No
     store.save(drill_catalog, keep_live_actions=True)
     assert store.actions()["a"].start is None  # the live value survives
     store.save(drill_catalog)
-    assert store.actions()["a"].start is not None  # a plain save resets to the file
+    assert store.actions()["a"].start is None  # a plain save keeps live values too (issue 11, class 7)
+    store.save(drill_catalog, reset_actions=True)
+    assert store.actions()["a"].start is not None  # only an explicit reset goes back to the file

@@ -19,6 +19,7 @@ nobody access to anything: there is no partial catalog.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -27,11 +28,12 @@ from typing import Any
 import yaml
 
 from streamwarden.catalog.model import PRIVILEGES, TYPES, Action, Catalog, Policy, Role, StreamDef, TimeBound, User
-from streamwarden.errors import CatalogError, SourceText, Span, StreamwardenError
+from streamwarden.errors import CatalogError, SourceError, SourceText, Span, StreamwardenError
 from streamwarden.language import ast
 from streamwarden.language.expressions import Scope, bind_expression, parse_timestamp
-from streamwarden.language.parser import parse_duration, parse_expression
+from streamwarden.language.parser import MAX_DURATION_SECONDS, MIN_DURATION_SECONDS, parse_duration, parse_expression
 from streamwarden.levels.lattice import Lattice, LevelError, LevelSource
+from streamwarden.names import check_catalog_names
 from streamwarden.punctuation.model import sp_from_record
 
 Path_ = tuple[object, ...]
@@ -41,19 +43,173 @@ def level_text(raw: Any) -> str:
     """A level as written: ``"[1, ⊥]"``, or unquoted YAML ``[1, ⊥]`` (which YAML reads as a list)."""
     return "[" + ", ".join(str(v) for v in raw) + "]" if isinstance(raw, list) else str(raw)
 
+
+def _finite_number(value: Any) -> bool:
+    """An int or float that a double holds (not a bool, NaN, an infinity or a 400-digit integer)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _shown(value: Any) -> str:
+    """A value for an error message: short, whatever it is."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 _STREAM_KEYS = {"schema", "key", "punctuated_by", "server_policies", "combine", "level"}
 _POLICY_KEYS = {"id", "subject", "streams", "attributes", "where", "privilege", "time", "window",
                 "group_by", "aggregate_args", "min_group"}
 
 
-def load_catalog(path: str | Path) -> Catalog:
-    """Read and validate a catalog file. Raises :class:`CatalogError` naming line and column."""
+# -- Bounds on what a YAML file may make us do ---------------------------------------------
+# A YAML file is small on disk but not necessarily when read: aliases share nodes, so nine
+# levels of ten aliases each ("billion laughs") stand for 10^9 nodes, and an alias inside
+# its own anchor is a cycle. Catalogs and query files are refused, with the position of
+# the offending alias, before anything walks them expanded.
+MAX_FILE_BYTES = 10 * 1024 * 1024  # 10 MiB: a catalog of thousands of policies is a few hundred KiB
+MAX_YAML_NODES = 100_000  # nodes of the document with every alias expanded
+MAX_YAML_DEPTH = 64  # nesting of mappings and lists, aliases expanded
+
+
+def read_text_file(path: str | Path, what: str) -> str:
+    """The text of a UTF-8 file of at most :data:`MAX_FILE_BYTES`, or a :class:`CatalogError`
+    naming the file (and, for invalid UTF-8, the line and column of the first bad byte)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)  # never more, whatever the file (or device) holds
     except OSError as exc:
-        raise CatalogError(f"cannot read catalog {path}: {exc.strerror or exc}") from None
-    return load_catalog_text(text, str(path))
+        raise CatalogError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise CatalogError(f"cannot read {what} {path}: it is larger than {MAX_FILE_BYTES // 2**20} MiB")
+    return decode_utf8(data, str(path))
+
+
+def decode_utf8(data: bytes, name: str) -> str:
+    r"""``data`` decoded as UTF-8, or a :class:`CatalogError` at the first byte that is not UTF-8.
+
+    >>> decode_utf8(b"a: 1\nb: \xff", "c.yaml")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    streamwarden.errors.CatalogError: c.yaml:2:4: invalid UTF-8 (byte 0xff): save the file as UTF-8
+    ...
+    """
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        good = data[: exc.start].decode("utf-8")  # everything before the first bad byte is valid
+        text = good + data[exc.start :].decode("utf-8", errors="replace")
+        raise CatalogError(f"invalid UTF-8 (byte 0x{data[exc.start]:02x}): save the file as UTF-8",
+                           SourceText(name, text), Span(len(good), len(good) + 1)) from None
+
+
+class _BoundedComposer(yaml.SafeLoader):
+    """PyYAML's composer, counting nodes and nesting as it goes and noting where each alias is.
+
+    The composer shares a node for every alias of its anchor (no expansion happens here),
+    but it recurses per level of nesting, so depth is bounded before it recurses.
+    ``aliases`` maps (parent node, slot) -> the alias's position, slot being the list index
+    or the key node of a mapping value (None for an alias used as a key).
+    """
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.nodes = 0
+        self.depth = 0
+        self.aliases: dict[tuple[int, object], yaml.Mark] = {}
+
+    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+        mark = self.peek_event().start_mark
+        if self.check_event(yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            self.aliases[(id(parent), id(index) if isinstance(index, yaml.Node) else index)] = mark
+            return node
+        self.nodes += 1
+        if self.nodes > MAX_YAML_NODES:
+            raise _YamlLimit(f"more than {MAX_YAML_NODES:,} YAML nodes", mark.index)
+        self.depth += 1
+        if self.depth > MAX_YAML_DEPTH:
+            raise _YamlLimit(f"lists and mappings nested more than {MAX_YAML_DEPTH} deep", mark.index)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+class _YamlLimit(Exception):
+    def __init__(self, message: str, offset: int):
+        super().__init__(message)
+        self.offset = offset
+
+
+def compose_yaml(source: SourceText) -> yaml.Node | None:
+    """The YAML node graph of ``source`` (None when empty), checked so that walking it with
+    every alias expanded is bounded: at most :data:`MAX_YAML_NODES` nodes and
+    :data:`MAX_YAML_DEPTH` levels, no alias inside its own anchor (a cycle), and keys that are
+    plain values. Raises one :class:`CatalogError` at the position of what is refused (for
+    an expansion, the outermost alias being expanded)."""
+    def error(message: str, offset: int) -> CatalogError:
+        return CatalogError(message, source, Span(offset, offset + 1))
+
+    loader = None
+    try:
+        loader = _BoundedComposer(source.text)  # PyYAML checks the characters here
+        root = loader.get_single_node()
+    except _YamlLimit as exc:
+        raise error(f"the file has {exc}", exc.offset) from None
+    except yaml.reader.ReaderError as exc:
+        character = ord(exc.character) if isinstance(exc.character, str) else int(exc.character)
+        raise error(f"invalid YAML: unacceptable character #x{character:04x}", exc.position) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        offset = mark.index if mark is not None else 0
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise error(f"invalid YAML: {problem}", offset) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    if root is None:
+        return None
+    visited = 0
+    ancestors: set[int] = set()
+
+    def walk(node: yaml.Node, depth: int, via: yaml.Mark | None) -> None:
+        nonlocal visited
+        visited += 1
+        if visited > MAX_YAML_NODES:
+            raise error(f"YAML aliases expand to more than {MAX_YAML_NODES:,} nodes (an alias bomb?)",
+                        via.index if via else node.start_mark.index)
+        if depth > MAX_YAML_DEPTH:
+            raise error(f"YAML aliases nest lists and mappings more than {MAX_YAML_DEPTH} deep",
+                        via.index if via else node.start_mark.index)
+        if isinstance(node, yaml.ScalarNode):
+            return
+        ancestors.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            children = [(child, loader.aliases.get((id(node), i))) for i, child in enumerate(node.value)]
+        else:
+            children = []
+            for key, value in node.value:
+                if not isinstance(key, yaml.ScalarNode):
+                    raise error("a key must be a plain value, not a list or a mapping", key.start_mark.index)
+                children.append((value, loader.aliases.get((id(node), id(key)))))
+        for child, alias in children:
+            if id(child) in ancestors:
+                at = alias.index if alias else child.start_mark.index
+                raise error("this alias refers to a list or mapping that contains it (a recursive alias)", at)
+            walk(child, depth + 1, via or alias)
+        ancestors.discard(id(node))
+
+    walk(root, 1, None)
+    return root
+
+
+def load_catalog(path: str | Path) -> Catalog:
+    """Read and validate a catalog file. Raises :class:`CatalogError` naming line and column."""
+    return load_catalog_text(read_text_file(path, "catalog"), str(path))
 
 
 def load_catalog_text(text: str, name: str = "<catalog>") -> Catalog:
@@ -67,16 +223,11 @@ class _Loader:
         self.marks: dict[Path_, tuple[int, int]] = {}  # path -> (start, end) offsets of the value
         self.key_marks: dict[Path_, tuple[int, int]] = {}
         self.styles: dict[Path_, str | None] = {}
+        self.constructor = yaml.constructor.SafeConstructor()  # turns plain scalars into values
 
     # -- YAML with positions ----------------------------------------------------------
     def load(self) -> Catalog:
-        try:
-            node = yaml.compose(self.source.text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            offset = mark.index if mark is not None else 0
-            problem = getattr(exc, "problem", None) or str(exc)
-            raise CatalogError(f"invalid YAML: {problem}", self.source, Span(offset, offset + 1)) from None
+        node = compose_yaml(self.source)
         if node is None:
             raise CatalogError("the catalog is empty", self.source)
         data = self.to_python(node, ())
@@ -85,6 +236,7 @@ class _Loader:
         unknown = set(data) - {"streams", "roles", "users", "actions", "policies", "lattice"}
         for key in sorted(unknown, key=str):
             self.fail((key,), f"unknown catalog section {key!r}", key=True)
+        check_catalog_names(data, self.fail)  # one identifier grammar (streamwarden.names), at file:line:col
         lattice = self.lattice(data.get("lattice"))
         streams = self.streams(data.get("streams"), lattice)
         roles = self.roles(data.get("roles"))
@@ -101,7 +253,7 @@ class _Loader:
         if isinstance(node, yaml.MappingNode):
             result: dict[Any, Any] = {}
             for key_node, value_node in node.value:
-                key = yaml.safe_load(yaml.serialize(key_node)) if not isinstance(key_node, yaml.ScalarNode) else self.scalar(key_node)
+                key = self.scalar(key_node)  # compose_yaml allows only scalar keys
                 if key in result:
                     self.marks[path + (key,)] = (key_node.start_mark.index, key_node.end_mark.index)
                     self.fail(path + (key,), f"duplicate key {key!r}")
@@ -113,9 +265,21 @@ class _Loader:
         self.styles[path] = node.style
         return self.scalar(node)
 
-    @staticmethod
-    def scalar(node: yaml.ScalarNode) -> Any:
-        return yaml.safe_load(yaml.serialize(node)) if node.style is None else node.value
+    def scalar(self, node: yaml.ScalarNode) -> Any:
+        """A plain scalar's value as YAML types it (int, float, bool, null, timestamp); a quoted one's text.
+
+        A tag no safe loader knows (``!!python/object``), or a value its tag cannot hold
+        (``!!int abc``, a date such as ``2026-02-30``, an integer of thousands of digits), is a
+        CatalogError at the value."""
+        if node.style is not None:
+            return node.value
+        try:
+            return self.constructor.construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
+            start = node.start_mark.index
+            problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise CatalogError(f"cannot read the value {node.value[:40]!r} ({problem})", self.source,
+                               Span(start, max(node.end_mark.index, start + 1))) from None
 
     def fail(self, path: Path_, message: str, *, key: bool = False) -> None:
         marks = self.key_marks if key else self.marks
@@ -139,6 +303,12 @@ class _Loader:
         if not isinstance(value, dict):
             self.fail(path, f"{what} must be a mapping")
         return value
+
+    def name(self, value: Any, path: Path_, what: str) -> str:
+        """A single name (a string; a plain number such as an id 7 is read as its text)."""
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            self.fail(path, f"{what} must be a name, not {_shown(value)}")
+        return str(value)
 
     def names(self, value: Any, path: Path_, what: str) -> list[str]:
         if isinstance(value, str):
@@ -173,7 +343,7 @@ class _Loader:
         if isinstance(raw, dict):
             if set(raw) != {"from"}:
                 self.fail(path, f"the level of {name} is {{from: <attribute>}} or a fixed level like \"[1, ⊥]\"")
-            attribute = str(raw["from"])
+            attribute = self.name(raw["from"], path + ("from",), "the level's source attribute")
             if attribute not in schema:
                 self.fail(path + ("from",), f"level source {attribute!r} is not an attribute of {name}")
             return LevelSource(attribute=attribute)
@@ -202,6 +372,8 @@ class _Loader:
             if dict(schema).get("ts") != "timestamp":
                 self.fail(path + ("schema",), f"stream {name} needs an event-time attribute 'ts: timestamp'")
             key = spec.get("key")
+            if key is not None:
+                key = self.name(key, path + ("key",), f"the key of {name}")
             if key is not None and key not in dict(schema):
                 self.fail(path + ("key",), f"key {key!r} is not an attribute of {name}")
             options = {k: v for k, v in spec.items() if k not in ("schema", "key")}
@@ -225,6 +397,9 @@ class _Loader:
                                                 f"patterns match)", key=True)
             return
         provider = options.get("punctuated_by")
+        if provider is not None:
+            provider = self.name(provider, path + ("punctuated_by",), f"punctuated_by of {name}")
+            options["punctuated_by"] = provider
         if provider is not None and provider not in schema:
             self.fail(path + ("punctuated_by",), f"punctuated_by {provider!r} is not an attribute of {name}")
         mode = options.get("combine", "intersect")
@@ -304,6 +479,11 @@ class _Loader:
                 if role not in roles:
                     self.fail(path + ("roles", i), f"user {name} has unknown role {role!r}")
             profile = self.mapping(spec.get("profile"), path + ("profile",), "profile")
+            for attr, value in profile.items():
+                # A plain value, or null: unknown, and the policies that use it do not apply.
+                if isinstance(value, (list, dict)):
+                    self.fail(path + ("profile", attr), f"profile value {attr} of {name} must be a plain value "
+                                                        f"(text, number, boolean, timestamp) or null")
             users[str(name)] = User(str(name), tuple(user_roles), MappingProxyType(dict(profile)), clearance)
         return users
 
@@ -315,8 +495,8 @@ class _Loader:
             start = self.timestamp(spec.get("start"), path + ("start",))
             end = self.timestamp(spec.get("end"), path + ("end",))
             target = spec.get("target")
-            if target is not None and not isinstance(target, (int, float)):
-                self.fail(path + ("target",), f"target of action {name} must be a number")
+            if target is not None and not _finite_number(target):
+                self.fail(path + ("target",), f"target of action {name} must be a finite number")
             if start and end and end < start:
                 self.fail(path + ("end",), f"action {name} ends before it starts")
             actions[str(name)] = Action(str(name), start, end, None if target is None else float(target))
@@ -325,13 +505,12 @@ class _Loader:
     def timestamp(self, value: Any, path: Path_) -> datetime | None:
         if value is None:
             return None
-        if isinstance(value, datetime):
-            return parse_timestamp(value.isoformat())
         try:
-            return parse_timestamp(str(value))
-        except ValueError:
-            self.fail(path, f"{value!r} is not an ISO-8601 timestamp")
-            raise AssertionError
+            return parse_timestamp(value.isoformat() if isinstance(value, datetime) else str(value))
+        except ValueError as exc:
+            why = f" ({exc})" if "outside years" in str(exc) else ""
+            self.fail(path, f"{_shown(value)} is not an ISO-8601 timestamp{why}")
+            raise AssertionError from None
 
     def policies(self, raw: Any, streams: dict[str, StreamDef], roles: dict[str, Role],
                  actions: dict[str, Action]) -> tuple[Policy, ...]:
@@ -359,8 +538,8 @@ class _Loader:
         for required in ("id", "subject", "streams", "privilege"):
             if required not in spec:
                 self.fail(path, f"policy is missing {required!r}")
-        pid = str(spec["id"])
-        subject = spec["subject"]
+        pid = self.name(spec["id"], path + ("id",), "a policy id")
+        subject = self.name(spec["subject"], path + ("subject",), "a policy's subject")
         if subject not in roles:
             self.fail(path + ("subject",), f"policy {pid}: unknown role {subject!r}")
         names = self.names(spec["streams"], path + ("streams",), "streams")
@@ -376,6 +555,8 @@ class _Loader:
         scope = Scope({s: streams[s] for s in names}, allow_profile=True, actions=frozenset(actions))
         where, where_text = None, None
         if spec.get("where") not in (None, ""):
+            if isinstance(spec["where"], (list, dict)):
+                self.fail(path + ("where",), f"policy {pid}: where must be a condition written as text")
             where_text = str(spec["where"])
             sub = self.subsource(path + ("where",), where_text)
             where = bind_expression(parse_expression(sub), scope, sub)
@@ -411,15 +592,37 @@ class _Loader:
 
     def policy_attributes(self, pid: str, raw: Any, path: Path_, names: list[str],
                           streams: dict[str, StreamDef]) -> tuple[str, ...] | None:
+        """The policy's ATTs: ``"*"`` (None), or names, each either bare (``Pos``: that attribute
+        of every stream of the policy that has it, as in Definition 4.2) or qualified
+        (``Position.Pos``: that stream's attribute only, kept qualified so that
+        :func:`streamwarden.rewrite.instantiate.granted_attributes` grants nothing else).
+
+        A qualified name whose stream is not one of the policy's streams, or whose attribute
+        that stream does not have, is an error: it never falls back to the bare name."""
         if raw == "*":
             return None
         attributes = self.names(raw, path + ("attributes",), "attributes")
         known = {a for s in names for a in streams[s].attributes}
+        granted: list[str] = []
         for j, attr in enumerate(attributes):
-            bare = attr.split(".", 1)[1] if "." in attr else attr
-            if bare not in known:
-                self.fail(path + ("attributes", j), f"policy {pid}: no stream in {names} has attribute {attr!r}")
-        return tuple(a.split(".", 1)[1] if "." in a else a for a in attributes)
+            where = path + ("attributes", j)
+            qualifier, _, bare = attr.partition(".")
+            if not bare:  # no '.': a bare attribute name
+                if attr not in known:
+                    self.fail(where, f"policy {pid}: no stream in {names} has attribute {attr!r}")
+                granted.append(attr)
+                continue
+            distinct = list(dict.fromkeys(names))
+            matches = [s for s in distinct if s == qualifier] or [s for s in distinct if s.lower() == qualifier.lower()]
+            if len(matches) != 1:
+                self.fail(where, f"policy {pid}: {attr!r} names stream {qualifier!r}, which is not one of the "
+                                 f"policy's streams ({', '.join(names)})")
+            stream = matches[0]
+            if streams[stream].type_of(bare) is None:
+                self.fail(where, f"policy {pid}: stream {stream} has no attribute {bare!r} (it has "
+                                 f"{', '.join(streams[stream].attributes)})")
+            granted.append(f"{stream}.{bare}")
+        return tuple(dict.fromkeys(granted))  # once each, in the order written
 
     def time_constraint(self, pid: str, raw: Any, path: Path_, actions: dict[str, Action]) -> tuple[TimeBound, TimeBound] | None:
         if raw is None:
@@ -455,13 +658,19 @@ class _Loader:
         values = []
         for key in ("size", "offset"):
             value = spec.get(key, 0)
-            if isinstance(value, (int, float)):
-                values.append(float(value))  # plain numbers are seconds
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                # Plain numbers are seconds, within the bounds a written duration has (parser.py).
+                seconds = float(value)
+                if not 0 <= seconds <= MAX_DURATION_SECONDS or 0 < seconds < MIN_DURATION_SECONDS:
+                    self.fail(path + (key,), f"policy {pid}: window {key} must be between 1 microsecond and "
+                                             f"100 years (or 0), not {value!r} seconds")
+                values.append(seconds)
                 continue
             try:
-                values.append(parse_duration(str(value)))
-            except StreamwardenError:
-                self.fail(path + (key,), f"policy {pid}: window {key} must be a duration like '1 hour'")
+                values.append(parse_duration(str(value), zero=True))
+            except StreamwardenError as exc:
+                problem = exc.message if isinstance(exc, SourceError) else str(exc)
+                self.fail(path + (key,), f"policy {pid}: window {key} must be a duration like '1 hour' ({problem})")
         for key in spec:
             if key not in ("size", "offset"):
                 self.fail(path + (key,), f"policy {pid}: unknown window key {key!r}", key=True)

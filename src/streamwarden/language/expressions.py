@@ -187,13 +187,19 @@ class _Binder:
     def timestamp_literal(self, lit: E.Literal, node: ast.Expr) -> E.Literal:
         try:
             return E.Literal(parse_timestamp(str(lit.value)), "timestamp")
-        except ValueError:
-            raise self.error(f"{lit.value!r} is not an ISO-8601 timestamp", node.span) from None
+        except ValueError as exc:
+            why = f" ({exc})" if "outside years" in str(exc) else ""
+            raise self.error(f"{str(lit.value)[:70]!r} is not an ISO-8601 timestamp{why}", node.span) from None
 
 
 def _literal(node: ast.Literal) -> E.Literal:
     if node.kind == "number":
-        return E.Literal(node.value, "double" if isinstance(node.value, float) else "int")
+        if isinstance(node.value, float):
+            return E.Literal(node.value, "double")
+        # Spark reads a Python int literal as an int when it fits 32 bits, else as a bigint: the
+        # plan says the same, so arithmetic and proofs see the width Spark computes with.
+        # (The parser has already refused integers beyond a long.)
+        return E.Literal(node.value, "int" if -2**31 <= node.value < 2**31 else "long")  # type: ignore[operator]
     if node.kind == "string":
         return E.Literal(node.value, "string")
     if node.kind == "bool":
@@ -204,8 +210,22 @@ def _literal(node: ast.Literal) -> E.Literal:
 
 
 def parse_timestamp(text: str) -> datetime:
-    """Parse ISO-8601 (``2026-03-01T10:00:00Z``); a naive time is taken as UTC."""
+    """Parse ISO-8601 (``2026-03-01T10:00:00Z``); a naive time is taken as UTC.
+
+    Raises ValueError for anything else, including a time whose UTC value falls outside
+    years 1..9999 (``0001-01-01T00:00:00+01:00``), which Python's datetime and Spark's
+    timestamps cannot hold:
+
+    >>> parse_timestamp("0001-01-01T00:30:00+01:00")
+    Traceback (most recent call last):
+    ValueError: 0001-01-01T00:30:00+01:00 is outside years 1..9999 in UTC
+    """
+    if len(text) > 64:  # no ISO-8601 timestamp is longer; keeps error messages short
+        raise ValueError("too long for an ISO-8601 timestamp")
     value = datetime.fromisoformat(text.strip().replace("z", "Z"))
     if value.tzinfo is None:
         value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError(f"{text.strip()} is outside years 1..9999 in UTC") from None

@@ -14,6 +14,10 @@ Grammar (keywords case-insensitive)::
     primary   := number | string | time-of-day | TRUE | FALSE | NULL | "(" expr ")"
                | ident ["." ident] | ident "(" [ "*" | expr {"," expr} ] ")" | COUNT
 
+Limits (the MAX_* constants below, stated in README's CQL reference) are checked while
+parsing, so a query of 10,000 parentheses or a 5,000-term OR is a QuerySyntaxError at
+the token that goes over, never a RecursionError here or in a later pass.
+
     >>> q = parse_query("SELECT AVG(Pos) FROM Position [RANGE 1 hour SLIDE 10 min] WHERE Pos >= 5")
     >>> q.sources[0].window.size_seconds, q.sources[0].window.slide_seconds
     (3600.0, 600.0)
@@ -21,6 +25,7 @@ Grammar (keywords case-insensitive)::
 
 from __future__ import annotations
 
+import math
 import re
 
 from streamwarden.errors import QuerySyntaxError, SourceText, Span
@@ -37,10 +42,55 @@ _UNITS: dict[str, float] = {
 }
 _COMPARISONS = frozenset({"=", "<>", "<", "<=", ">", ">="})
 
+# -- Limits ---------------------------------------------------------------------------------
+# Every pass after the parser (binder, plan rewrites, z3 translation, compilation to Spark
+# Columns) recurses over expression trees, and AND/OR/arithmetic chains are left-deep
+# trees, so the *height* of an expression is what must stay well below Python's recursion
+# limit (1,000 frames, some of which the caller already uses). The parser refuses, with a
+# QuerySyntaxError at the offending token and before any recursion gets deep, what would
+# exceed these limits; they are stated in README's CQL reference.
+MAX_TEXT_CHARS = 65_536  # a query or a policy condition
+MAX_NESTING = 64  # open parentheses, NOTs, unary minuses and function calls around a point
+MAX_CHAIN_TERMS = 128  # terms of one AND / OR / + - / * / % chain
+MAX_HEIGHT = 160  # height of the expression tree (a chain of n terms is n - 1 levels deep)
+MAX_LONG = 2**63 - 1  # integer literals are Spark longs at most
+MAX_ROWS = 1_000_000  # [ROWS n]
+MAX_DURATION_SECONDS = 100 * 365.25 * 86400  # 100 years: windows, slides, policy windows
+MIN_DURATION_SECONDS = 1e-6  # Spark keeps event time in microseconds
+
 
 class _Parser(TokenCursor):
     def __init__(self, source: SourceText):
+        if len(source.text) > MAX_TEXT_CHARS:
+            raise QuerySyntaxError(f"the text is longer than {MAX_TEXT_CHARS:,} characters", source,
+                                   Span(MAX_TEXT_CHARS, MAX_TEXT_CHARS + 1))
         super().__init__(tokenize(source), 0, source)
+        self.depth = 0  # nesting open around the current token (see MAX_NESTING)
+        self.heights: dict[int, int] = {}  # id(node) -> height of composite nodes built so far
+
+    def height(self, node: ast.Expr) -> int:
+        return self.heights.get(id(node), 1)
+
+    def built(self, node: ast.Expr, *children: ast.Expr, at: Token | None = None) -> ast.Expr:
+        """Record ``node``'s height (one more than its highest child) and refuse it above MAX_HEIGHT."""
+        height = 1 + max((self.height(c) for c in children), default=0)
+        if height > MAX_HEIGHT:
+            raise QuerySyntaxError(f"the expression is nested too deeply (its tree has more than {MAX_HEIGHT} "
+                                   f"levels): split it or simplify it", self.source, (at.span if at else node.span))
+        self.heights[id(node)] = height
+        return node
+
+    def enter(self, token: Token, count: int = 1) -> None:
+        """Open ``count`` nesting levels at ``token`` (a '(', NOT, unary '-' or call)."""
+        self.depth += count
+        if self.depth > MAX_NESTING:
+            raise QuerySyntaxError(f"more than {MAX_NESTING} nested parentheses, NOTs, minus signs or calls",
+                                   self.source, token.span)
+
+    def chain_term(self, terms: int, op: Token) -> None:
+        if terms > MAX_CHAIN_TERMS:
+            raise QuerySyntaxError(f"more than {MAX_CHAIN_TERMS} terms joined by {op.text.upper()}: simplify "
+                                   f"the condition", self.source, op.span)
 
     def ident(self, what: str, *, keywords: bool = False) -> Token:
         # After a '.', keywords double as names (s.range, self.group).
@@ -135,9 +185,13 @@ class _Parser(TokenCursor):
             window = ast.Window("range", size, slide, span=open_.span)
         elif self.accept("ROWS"):
             count = self.expect("NUMBER", "a row count after ROWS")
-            if not count.text.isdigit() or int(count.text) <= 0:
+            if not count.text.isdigit() or not count.text.strip("0"):
                 self.fail("ROWS needs a positive whole number", count)
-            window = ast.Window("rows", rows=int(count.text), span=open_.span)
+            digits = count.text.lstrip("0")
+            if len(digits) > len(str(MAX_ROWS)) or int(digits) > MAX_ROWS:
+                raise QuerySyntaxError(f"a [ROWS n] window holds at most {MAX_ROWS:,} tuples", self.source,
+                                       count.span)
+            window = ast.Window("rows", rows=int(digits), span=open_.span)
         elif self.accept("NOW"):
             window = ast.Window("now", 0.0, span=open_.span)
         elif self.accept("UNBOUNDED"):
@@ -157,8 +211,15 @@ class _Parser(TokenCursor):
             self.fail("expected a time unit (seconds, min, hours, ...)")
         self.advance()
         seconds = float(number.text) * _UNITS[unit.text.lower()]
+        span = number.span.merge(unit.span)
         if seconds < 0 or (seconds == 0 and not zero):
-            raise QuerySyntaxError("a window duration must be positive" if not zero else "a duration cannot be negative", self.source, number.span.merge(unit.span))
+            raise QuerySyntaxError("a window duration must be positive" if not zero else "a duration cannot be negative", self.source, span)
+        # Checked here, not left to Spark: windows are microsecond intervals added to timestamps,
+        # and a duration of 1e20 days (or inf) overflows them there.
+        if seconds > MAX_DURATION_SECONDS:
+            raise QuerySyntaxError("a duration can be at most 100 years", self.source, span)
+        if 0 < seconds < MIN_DURATION_SECONDS:
+            raise QuerySyntaxError("a duration must be at least 1 microsecond", self.source, span)
         return seconds
 
     # -- expressions ----------------------------------------------------------------
@@ -167,69 +228,103 @@ class _Parser(TokenCursor):
 
     def or_(self) -> ast.Expr:
         left = self.and_()
-        while self.accept("OR"):
+        terms = 1
+        while self.tok.kind == "OR":
+            op = self.advance()
+            terms += 1
+            self.chain_term(terms, op)
             right = self.and_()
-            left = ast.Binary("OR", left, right, span=left.span.merge(right.span))
+            left = self.built(ast.Binary("OR", left, right, span=left.span.merge(right.span)), left, right, at=op)
         return left
 
     def and_(self) -> ast.Expr:
         left = self.not_()
-        while self.accept("AND"):
+        terms = 1
+        while self.tok.kind == "AND":
+            op = self.advance()
+            terms += 1
+            self.chain_term(terms, op)
             right = self.not_()
-            left = ast.Binary("AND", left, right, span=left.span.merge(right.span))
+            left = self.built(ast.Binary("AND", left, right, span=left.span.merge(right.span)), left, right, at=op)
         return left
 
     def not_(self) -> ast.Expr:
-        if self.tok.kind == "NOT":
-            start = self.advance().span
-            operand = self.not_()
-            return ast.Unary("NOT", operand, span=start.merge(operand.span))
-        return self.comparison()
+        # A run of NOTs is read in a loop, not by recursion, so "NOT NOT ... x" costs no stack.
+        nots: list[Token] = []
+        while self.tok.kind == "NOT":
+            nots.append(self.advance())
+            self.enter(nots[-1])
+        try:
+            operand = self.comparison()
+        finally:
+            self.depth -= len(nots)
+        for tok in reversed(nots):
+            operand = self.built(ast.Unary("NOT", operand, span=tok.span.merge(operand.span)), operand, at=tok)
+        return operand
 
     def comparison(self) -> ast.Expr:
         left = self.sum_()
         if self.tok.kind in _COMPARISONS:
-            op = self.advance().kind
+            op_token = self.advance()
             right = self.sum_()
-            return ast.Binary(op, left, right, span=left.span.merge(right.span))
+            return self.built(ast.Binary(op_token.kind, left, right, span=left.span.merge(right.span)), left, right,
+                              at=op_token)
         if self.tok.kind == "IS":
-            self.advance()
+            is_token = self.advance()
             negated = bool(self.accept("NOT"))
             end = self.expect("NULL", "NULL after IS").span
-            return ast.IsNull(left, negated, span=left.span.merge(end))
+            return self.built(ast.IsNull(left, negated, span=left.span.merge(end)), left, at=is_token)
         return left
 
     def sum_(self) -> ast.Expr:
         left = self.product()
+        terms = 1
         while self.tok.kind in ("+", "-"):
-            op = self.advance().kind
+            op = self.advance()
+            terms += 1
+            self.chain_term(terms, op)
             right = self.product()
-            left = ast.Binary(op, left, right, span=left.span.merge(right.span))
+            left = self.built(ast.Binary(op.kind, left, right, span=left.span.merge(right.span)), left, right, at=op)
         return left
 
     def product(self) -> ast.Expr:
         left = self.unary()
+        terms = 1
         while self.tok.kind in ("*", "/", "%"):
-            op = self.advance().kind
+            op = self.advance()
+            terms += 1
+            self.chain_term(terms, op)
             right = self.unary()
-            left = ast.Binary(op, left, right, span=left.span.merge(right.span))
+            left = self.built(ast.Binary(op.kind, left, right, span=left.span.merge(right.span)), left, right, at=op)
         return left
 
     def unary(self) -> ast.Expr:
-        if self.tok.kind == "-":
-            start = self.advance().span
-            operand = self.unary()
+        # Like NOT, a run of minus signs is a loop. "-" before a number folds into the literal,
+        # so -9223372036854775808 (the least long) is a literal, while 9223372036854775808 is not.
+        minuses: list[Token] = []
+        while self.tok.kind == "-":
+            minuses.append(self.advance())
+            self.enter(minuses[-1])
+        try:
+            operand = self.primary()
+        finally:
+            self.depth -= len(minuses)
+        for tok in reversed(minuses):
             if isinstance(operand, ast.Literal) and operand.kind == "number":
-                return ast.Literal(-operand.value, "number", span=start.merge(operand.span))  # type: ignore[operator]
-            return ast.Unary("-", operand, span=start.merge(operand.span))
-        return self.primary()
+                operand = ast.Literal(-operand.value, "number", span=tok.span.merge(operand.span))  # type: ignore[operator]
+            else:
+                operand = self.built(ast.Unary("-", operand, span=tok.span.merge(operand.span)), operand, at=tok)
+        if isinstance(operand, ast.Literal) and operand.kind == "number" and isinstance(operand.value, int) \
+                and not -MAX_LONG - 1 <= operand.value <= MAX_LONG:
+            raise QuerySyntaxError(f"integer {operand.value} is out of range (a long holds -{MAX_LONG + 1} to "
+                                   f"{MAX_LONG})", self.source, operand.span)
+        return operand
 
     def primary(self) -> ast.Expr:
         tok = self.tok
         if tok.kind == "NUMBER":
             self.advance()
-            value: object = float(tok.text) if any(c in tok.text for c in ".eE") else int(tok.text)
-            return ast.Literal(value, "number", span=tok.span)
+            return ast.Literal(self.number(tok), "number", span=tok.span)
         if tok.kind == "STRING":
             self.advance()
             quote = tok.text[0]
@@ -247,7 +342,11 @@ class _Parser(TokenCursor):
             return ast.Literal(None, "null", span=tok.span)
         if tok.kind == "(":
             self.advance()
-            inner = self.expr()
+            self.enter(tok)
+            try:
+                inner = self.expr()
+            finally:
+                self.depth -= 1
             close = self.expect(")", "')'")
             return _respan(inner, tok.span.merge(close.span))
         if tok.kind == "IDENT":
@@ -256,6 +355,21 @@ class _Parser(TokenCursor):
             return self.level_literal()
         self.fail("expected an expression")
         raise AssertionError
+
+    def number(self, tok: Token) -> int | float:
+        """A numeric literal's value; one that no long or double holds is an error here, not in Spark."""
+        text = tok.text
+        if not any(c in text for c in ".eE"):
+            digits = text.lstrip("0")
+            if len(digits) > 19:  # more than any long has (and int() refuses thousands of digits)
+                raise QuerySyntaxError(f"integer {text[:30]}{'...' if len(text) > 30 else ''} is out of range "
+                                       f"(a long holds -{MAX_LONG + 1} to {MAX_LONG})", self.source, tok.span)
+            return int(digits or "0")  # -2**63 is allowed once unary() has folded the sign in
+        value = float(text)
+        if math.isinf(value):
+            raise QuerySyntaxError(f"number {text[:30]} is out of range (the largest double is about 1.8e308)",
+                                   self.source, tok.span)
+        return value
 
     def level_literal(self) -> ast.Literal:
         """A security level such as ``[1, ⊥]`` (checked against the lattice when bound)."""
@@ -295,13 +409,19 @@ class _Parser(TokenCursor):
             self.advance()
             star = True
         elif self.tok.kind != ")":
-            args.append(self.expr())
-            while self.accept(","):
+            self.enter(name)
+            try:
                 args.append(self.expr())
+                while self.accept(","):
+                    if len(args) >= MAX_CHAIN_TERMS:
+                        self.fail(f"more than {MAX_CHAIN_TERMS} arguments")
+                    args.append(self.expr())
+            finally:
+                self.depth -= 1
         close = self.expect(")", "')' to close the call")
         span = name.span.merge(close.span)
         written = " ".join(self.source.text[span.start : span.end].split())
-        return ast.Call(name.upper, tuple(args), star, written, span=span)
+        return self.built(ast.Call(name.upper, tuple(args), star, written, span=span), *args, at=name)  # type: ignore[return-value]
 
 
 def _respan(expr: ast.Expr, span: Span) -> ast.Expr:

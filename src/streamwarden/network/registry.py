@@ -31,11 +31,13 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
+from streamwarden.catalog.loader import compose_yaml, read_text_file
 from streamwarden.catalog.model import Catalog
 from streamwarden.errors import CatalogError, InputError, SourceText, Span, StreamwardenError
 from streamwarden.language.binder import bind_query
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.language.parser import parse_query
+from streamwarden.names import check_name
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -61,19 +63,16 @@ class AccessChange:
 
 
 def load_queries(path: str | Path, catalog: Catalog) -> tuple[RegisteredQuery, ...]:
-    return load_queries_text(Path(path).read_text(encoding="utf-8"), catalog, str(path))
+    """Read QUERIES.yaml (at most 10 MiB of UTF-8: errors name the first bad byte's line and column)."""
+    return load_queries_text(read_text_file(path, "query file"), catalog, str(path))
 
 
 def load_queries_text(text: str, catalog: Catalog, name: str = "<queries>") -> tuple[RegisteredQuery, ...]:
     """Parse and check QUERIES.yaml: ids unique and usable as file names, users in the
     catalog, every query valid CQL over the catalog's streams. Errors name file:line:col."""
     source = SourceText(name, text)
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = mark.index if mark is not None else 0
-        raise CatalogError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", source, Span(at, at + 1)) from None
+    # Bounded like a catalog: no alias bombs, no recursive aliases, no deep nesting, plain keys.
+    root = compose_yaml(source)
 
     def fail(node: yaml.Node | None, message: str) -> CatalogError:
         start = node.start_mark.index if node is not None else 0
@@ -90,6 +89,7 @@ def load_queries_text(text: str, catalog: Catalog, name: str = "<queries>") -> t
         if unknown or not isinstance(item, yaml.MappingNode):
             raise fail(item, f"a query is {{id, users, query}}{'; unknown key ' + repr(unknown[0]) if unknown else ''}")
         qid = _scalar(fields.get("id"))
+        check_name("query id", qid, taken=[q.id for q in queries], fail=lambda m: fail(fields.get("id", item), m))
         if not qid or not _ID.fullmatch(qid):
             raise fail(fields.get("id", item), f"query id {qid!r} must be letters, digits, '_', '.' or '-'")
         if any(q.id == qid for q in queries):
@@ -125,26 +125,36 @@ def _scalar(node: yaml.Node | None) -> str | None:
 
 def load_access(path: str | Path, queries: Sequence[RegisteredQuery]) -> tuple[AccessChange, ...]:
     """Read access changes; a broken line stops with its file:line and the record."""
+    from streamwarden.punctuation.files import record_lines  # LF-only lines, UTF-8 errors with line:column
+
     known = {q.id for q in queries}
     changes = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read access changes {path}: {exc.strerror or exc}") from None
+    for number, line in record_lines(data, str(path)):
         where = f"{path}:{number}"
         changes.append(parse_access(line, where, known, number))
     return tuple(changes)
 
 
 def parse_access(line: str, where: str, known: Iterable[str], number: int = 0) -> AccessChange:
+    shown = line if len(line) <= 200 else line[:200] + "..."  # a message is one readable line
     try:
         record: Any = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: not JSON ({exc.msg}): {line}") from None
+        raise InputError(f"{where}: not JSON ({exc.msg}): {shown}") from None
+    except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, arrays nested too deep
+        raise InputError(f"{where}: not a usable JSON record ({type(exc).__name__}): {shown}") from None
     if not isinstance(record, dict):
-        raise InputError(f"{where}: an access change is a JSON object: {line}")
+        raise InputError(f"{where}: an access change is a JSON object: {shown}")
     missing = [k for k in ("ts", "query", "user", "sign") if k not in record]
     if missing:
-        raise InputError(f"{where}: access change lacks {', '.join(missing)}: {line}")
+        raise InputError(f"{where}: access change lacks {', '.join(missing)}: {shown}")
+    for key in ("ts", "query", "user"):
+        if not isinstance(record[key], str):
+            raise InputError(f"{where}: {key} must be a string, not {json.dumps(record[key])[:60]}")
     if record["sign"] not in ("+", "-"):
         raise InputError(f"{where}: sign must be '+' (grant) or '-' (revoke), not {record['sign']!r}")
     if str(record["query"]) not in set(known):

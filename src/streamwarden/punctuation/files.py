@@ -40,15 +40,75 @@ def punctuated_files(path: str | Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and not p.name.startswith((".", "_")))
 
 
-def read_lines(path: str) -> Iterator[object]:
-    """Arrow batches of (file, line, text) for the non-blank lines of one file."""
+# Raised inside a Spark task: streamwarden.engine.execute.input_errors() turns the first
+# "broken record in stream ..." of a failed job into one InputError line.
+BROKEN = "broken record in stream"
+_JSON_BLANK = " \t\r"  # whitespace JSON allows around a record (LF ends it)
+
+
+def record_lines(data: bytes, path: str) -> list[tuple[int, str]]:
+    r"""(1-based line number, text) of the non-blank lines of a JSON-lines file's bytes.
+
+    Records end at LF (a CRLF's CR goes with it); nothing else ends one. Python's
+    ``str.splitlines`` also splits at U+2028, U+2029, U+0085, form feeds and more, which
+    JSON allows inside strings, so it would cut a valid record in two. Invalid UTF-8 raises
+    :class:`InputError` naming the file, line and column of the first bad byte.
+
+        >>> record_lines(b'{"a": "x\xe2\x80\xa8y"}\r\n\n {"b": 1}', "f.jsonl")
+        [(1, '{"a": "x\u2028y"}'), (3, ' {"b": 1}')]
+        >>> record_lines(b'{"a": 1}\n{"a": "\xff"}', "f.jsonl")
+        Traceback (most recent call last):
+        streamwarden.errors.InputError: f.jsonl:2:8: invalid UTF-8 (byte 0xff)
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}:{utf8_position(data, exc.start)}: {_bad_byte(data, exc.start)}") from None
+    return split_records(text)
+
+
+def split_records(text: str) -> list[tuple[int, str]]:
+    """(1-based line number, text) of the non-blank lines of ``text``, split at LF only."""
+    lines = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.endswith("\r"):
+            line = line[:-1]
+        if line.strip(_JSON_BLANK):
+            lines.append((number, line))
+    return lines
+
+
+def utf8_position(data: bytes, offset: int) -> str:
+    """``line:column`` (1-based, column in characters) of byte ``offset``, all bytes before it valid UTF-8."""
+    line = data.count(b"\n", 0, offset) + 1
+    column = len(data[data.rfind(b"\n", 0, offset) + 1 : offset].decode("utf-8")) + 1
+    return f"{line}:{column}"
+
+
+def _bad_byte(data: bytes, offset: int) -> str:
+    return f"invalid UTF-8 (byte 0x{data[offset]:02x})"
+
+
+def read_lines(path: str, stream: str | None = None) -> Iterator[object]:
+    """Arrow batches of (file, line, text) for the non-blank lines of one file.
+
+    Runs in a Spark task: a file that is not UTF-8 fails the job with a message that
+    :func:`streamwarden.engine.execute.input_errors` reports as one line naming the file,
+    line and column (``stream`` names the stream in it; without it, the file's folder)."""
     import pyarrow as pa
 
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    numbers = [i for i, text in enumerate(lines, start=1) if text.strip()]
-    if not numbers:
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = f"{path.removeprefix('file:')}:{utf8_position(data, exc.start)}"
+        label = stream or Path(path).parent.name
+        raise ValueError(f"{BROKEN} {label} ({_bad_byte(data, exc.start)}) at {where}") from None
+    lines = split_records(text)
+    if not lines:
         return
-    kept = [lines[i - 1] for i in numbers]
+    numbers = [number for number, _ in lines]
+    kept = [text for _, text in lines]
     yield pa.RecordBatch.from_arrays(
         [pa.array([path] * len(kept), pa.string()), pa.array(numbers, pa.int64()), pa.array(kept, pa.string())],
         names=["_file", "_line", "_text"],
@@ -66,29 +126,31 @@ class PunctuatedFiles(DataSource):
         return SCHEMA
 
     def reader(self, schema) -> DataSourceReader:  # type: ignore[no-untyped-def]
-        return _BatchReader(self.options["path"])
+        return _BatchReader(self.options["path"], self.options.get("stream"))
 
     def streamReader(self, schema) -> DataSourceStreamReader:  # type: ignore[no-untyped-def]
-        return _StreamReader(self.options["path"])
+        return _StreamReader(self.options["path"], self.options.get("stream"))
 
 
 class _BatchReader(DataSourceReader):
-    def __init__(self, path: str):
+    def __init__(self, path: str, stream: str | None = None):
         self.files = [str(p) for p in punctuated_files(path)]
+        self.stream = stream
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(f) for f in self.files] or [InputPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[object]:
         if partition.value is not None:
-            yield from read_lines(partition.value)
+            yield from read_lines(partition.value, self.stream)
 
 
 class _StreamReader(DataSourceStreamReader):
     """Offsets name the last file read; each micro-batch reads the files named after it."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, stream: str | None = None):
         self.path = path
+        self.stream = stream
 
     def initialOffset(self) -> dict:
         return {"last": ""}
@@ -105,7 +167,7 @@ class _StreamReader(DataSourceStreamReader):
         return [InputPartition(str(p)) for p in self._files() if start["last"] < p.name <= end["last"]]
 
     def read(self, partition: InputPartition) -> Iterator[object]:
-        yield from read_lines(partition.value)
+        yield from read_lines(partition.value, self.stream)
 
     def commit(self, end: dict) -> None:
         pass
@@ -114,16 +176,19 @@ class _StreamReader(DataSourceStreamReader):
 _registered: set[int] = set()
 
 
-def punctuated_lines(spark: SparkSession, path: str | Path, *, streaming: bool) -> DataFrame:
-    """Every non-blank line of a punctuated input with its file and line number."""
+def punctuated_lines(spark: SparkSession, path: str | Path, *, streaming: bool, stream: str | None = None) -> DataFrame:
+    """Every non-blank line of a punctuated input with its file and line number (``stream``:
+    the stream's name, for the message about a file that is not UTF-8)."""
     if id(spark) not in _registered:
         spark.dataSource.register(PunctuatedFiles)
         _registered.add(id(spark))
     path = Path(path)
     if not streaming:
         punctuated_files(path)  # a missing input is an error now, not inside a Spark task
-    reader = spark.readStream if streaming else spark.read
-    return reader.format(SOURCE_NAME).option("path", str(path.resolve())).load()
+    reader = (spark.readStream if streaming else spark.read).format(SOURCE_NAME).option("path", str(path.resolve()))
+    if stream is not None:
+        reader = reader.option("stream", stream)
+    return reader.load()
 
 
-__all__ = ["PunctuatedFiles", "punctuated_files", "punctuated_lines", "read_lines"]
+__all__ = ["PunctuatedFiles", "punctuated_files", "punctuated_lines", "read_lines", "record_lines", "split_records"]

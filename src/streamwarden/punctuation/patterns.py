@@ -11,13 +11,16 @@ Numbers compare as numbers, everything else as text (so a patient id 120 matches
     (True, False, True)
     >>> str(parse_pattern(" { D , ND } "))
     '{D, ND}'
+    >>> parse_pattern("[-9223372036854775808, 9223372036854775807]").matches(0)
+    True
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from streamwarden.errors import SourceText
+from streamwarden.errors import QuerySyntaxError, SourceText
 from streamwarden.language.cursor import TokenCursor
 from streamwarden.language.lexer import Token, tokenize
 
@@ -92,10 +95,15 @@ class SetOf(Pattern):
 
 
 def _number(value: object) -> float | None:
+    # As doubles, like the engine's mask computation (streamwarden.punctuation.decide), so the
+    # two agree; an integer beyond a double's range is an infinity, not an OverflowError.
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
     try:
         return float(str(value))
     except ValueError:
@@ -122,16 +130,36 @@ def _text(value: Value) -> str:
 
 
 # -- parsing ------------------------------------------------------------------------------
+_MAX_LONG = 2**63 - 1
+
+
+def _pattern_number(tok: Token, source: SourceText) -> int | float:
+    """A number in a pattern: a long or a finite double, as the tuples' keys are (else an error,
+    not a value that Python cannot compare or convert)."""
+    text = tok.text
+    if not any(c in text for c in ".eE"):
+        digits = text.lstrip("0")
+        if len(digits) <= 19 and int(digits or "0") <= _MAX_LONG + 1:  # -2**63 once negated
+            return int(digits or "0")
+    else:
+        value = float(text)
+        if not math.isinf(value):
+            return value
+    raise QuerySyntaxError(f"number {text[:30]} is out of range in a pattern", source, tok.span)
+
+
 class _PatternParser(TokenCursor):
     def value(self) -> Value:
         tok = self.tok
         if tok.kind == "-" and self.peek().kind == "NUMBER":
             self.advance()
-            number = self.value()
-            return -number  # type: ignore[operator]
+            return -_pattern_number(self.advance(), self.source)  # -2**63 is a long
         if tok.kind == "NUMBER":
+            number = _pattern_number(tok, self.source)
+            if number == _MAX_LONG + 1:
+                self.fail("number out of range in a pattern (a long is at most 9223372036854775807)")
             self.advance()
-            return float(tok.text) if any(c in tok.text for c in ".eE") else int(tok.text)
+            return number
         if tok.kind == "STRING":
             self.advance()
             return tok.text[1:-1]

@@ -25,7 +25,9 @@ def policy_stats(path: str | Path, sample: int = SAMPLE_LINES) -> PolicyStats | 
     policies = tuples = 0
     first = last = None
     for file in punctuated_files(path):
-        with file.open(encoding="utf-8") as handle:
+        # errors="replace": a broken record is the job's to report (with file:line:col), not a
+        # UnicodeDecodeError of this estimate, which only reads the head of the input.
+        with file.open(encoding="utf-8", errors="replace", newline="\n") as handle:
             for line in islice(handle, sample - policies - tuples):
                 if not line.strip():
                     continue

@@ -10,6 +10,7 @@ reason is returned, never an empty condition.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -48,9 +49,43 @@ def instantiate(
         attributes = None
     else:
         attributes = frozenset(
-            (relations[s], a) for s in policy.streams for a in policy.attributes if streams[s].type_of(a)
+            (relations[s], a) for s in policy.streams for a in granted_attributes(policy, s, streams) or ()
         )
     return View(policy.id, condition, attributes)
+
+
+def granted_attributes(policy: Policy, stream: str, streams: Mapping[str, StreamDef]) -> frozenset[str] | None:
+    """The attributes of ``stream`` that ``policy`` grants (None: all of them, ``*``).
+
+    A bare name in the policy's ATTs grants that attribute of every one of its streams that
+    has it; a qualified one (``Position.Pos``, as the loader keeps it) grants it on that
+    stream only. Every reader of :attr:`Policy.attributes` that asks "does this policy grant
+    attribute a of stream s" should ask here, so that a qualified grant never widens.
+
+        >>> from streamwarden.catalog.loader import load_catalog_text
+        >>> cat = load_catalog_text('''
+        ... streams:
+        ...   P: {schema: {ts: timestamp, SID: int, Pos: double}}
+        ...   H: {schema: {ts: timestamp, SID: int, Heart: int}}
+        ... roles: {R: {}}
+        ... policies: [{id: j, subject: R, streams: [P, H], attributes: [P.SID, Heart], privilege: read}]
+        ... ''')
+        >>> p = cat.policies[0]
+        >>> sorted(granted_attributes(p, "P", cat.streams)), sorted(granted_attributes(p, "H", cat.streams))
+        (['SID'], ['Heart'])
+    """
+    if policy.attributes is None:
+        return None
+    definition = streams[stream]
+    granted = set()
+    for name in policy.attributes:
+        qualifier, dot, bare = name.partition(".")
+        if dot and qualifier in policy.streams:
+            if qualifier == stream and definition.type_of(bare):
+                granted.add(bare)
+        elif definition.type_of(name):
+            granted.add(name)
+    return frozenset(granted)
 
 
 def time_bound(bound: TimeBound) -> E.Expr:
@@ -67,8 +102,11 @@ def substitute_profile(expr: E.Expr, user: User) -> E.Expr:
     """Replace ``self.<attr>`` by the user's profile value, typed like what it is compared to."""
 
     def value_for(ref: E.ProfileRef, dtype: str) -> E.Literal:
-        if ref.attr not in user.profile:
-            raise _ProfileProblem(f"user {user.name} has no profile attribute {ref.attr!r} for self.{ref.attr}")
+        # A missing or null (YAML ``~``/``null``) value: the policy does not apply. It never
+        # becomes a literal (str(None) is 'None', which a tuple could match).
+        if user.profile.get(ref.attr) is None:
+            state = "has no" if ref.attr not in user.profile else "has a null"
+            raise _ProfileProblem(f"user {user.name} {state} profile attribute {ref.attr!r} for self.{ref.attr}")
         return coerce(user.profile[ref.attr], dtype, f"self.{ref.attr} of {user.name}")
 
     # Top-down, so a profile value takes the type of the attribute it is compared with.
@@ -90,15 +128,36 @@ def _replace_in_comparisons(expr: E.Expr, value_for) -> E.Expr:  # type: ignore[
     return expr.replace_children(children) if children != expr.children() else expr
 
 
+_INT = 2**31
+_LONG = 2**63
+
+
 def coerce(value: object, dtype: str, what: str) -> E.Literal:
-    """A literal of ``dtype`` from a profile value, or a problem naming what is wrong."""
+    """A literal of ``dtype`` from a profile value, or a problem naming what is wrong.
+
+    None (a null or missing profile value) is always a problem, never the text 'None'; an
+    integer beyond a long or a number no double holds is one too, so it cannot reach Spark.
+
+        >>> coerce(None, "string", "self.Platoon of paul")
+        Traceback (most recent call last):
+        streamwarden.rewrite.instantiate._ProfileProblem: self.Platoon of paul is null, which is not a string
+    """
+    if value is None or isinstance(value, (list, tuple, dict, set)):
+        raise _ProfileProblem(f"{what} is {'null' if value is None else repr(value)}, which is not a {dtype}")
     try:
         if dtype in ("int", "long") and not isinstance(value, bool):
             if isinstance(value, float) and not value.is_integer():
                 raise ValueError
-            return E.Literal(int(value), dtype)  # type: ignore[call-overload]
+            number = int(value)  # type: ignore[call-overload]
+            if not -_LONG <= number < _LONG:
+                raise ValueError
+            # Compared with an int column, a value beyond 32 bits is a long literal, as Spark types it.
+            return E.Literal(number, dtype if dtype == "long" or -_INT <= number < _INT else "long")
         if dtype == "double" and not isinstance(value, bool):
-            return E.Literal(float(value), "double")  # type: ignore[arg-type]
+            real = float(value)  # type: ignore[arg-type]
+            if math.isnan(real) or math.isinf(real):
+                raise ValueError
+            return E.Literal(real, "double")
         if dtype == "string":
             return E.Literal(str(value), "string")
         if dtype == "boolean" and isinstance(value, bool):
@@ -109,10 +168,10 @@ def coerce(value: object, dtype: str, what: str) -> E.Literal:
             if isinstance(value, bool):
                 return E.Literal(value, "boolean")
             if isinstance(value, int):
-                return E.Literal(value, "long")
+                return coerce(value, "long", what)
             if isinstance(value, float):
-                return E.Literal(value, "double")
+                return coerce(value, "double", what)
             return E.Literal(str(value), "string")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pass
     raise _ProfileProblem(f"{what} is {value!r}, which is not a {dtype}")
