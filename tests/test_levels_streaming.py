@@ -82,8 +82,10 @@ def test_levels_run_in_their_own_processors_and_each_sees_what_it_would_alone(sp
         p.stream.awaitTermination()
     assert {p.level: p.queries for p in processors} == {
         "[1, ⊥]": ("one", "one_sends"), "[2, ⊥]": ("two",), "[T, ⊥]": ("audit",)}
-    checkpoints = {p.name for p in (tmp_path / "out" / "_checkpoints").iterdir()}
+    (root,) = (tmp_path / "checkpoints").iterdir()  # next to the store, not in the output tree
+    checkpoints = {p.name for p in root.iterdir()}
     assert checkpoints == {"1_bot", "2_bot", "top_bot"}  # nothing shared between levels
+    assert not (tmp_path / "out" / "_checkpoints").exists()
     for q in queries:
         alone = api.replay(CATALOG, q.user, q.query, {"MessageLog": incoming}, spark=spark, level=q.level)
         assert alone and comparable(read_query_output(spark, tmp_path / "out", q.id)) == comparable(alone)

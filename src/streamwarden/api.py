@@ -24,12 +24,14 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamwarden.catalog.loader import load_catalog
 from streamwarden.catalog.model import Catalog
-from streamwarden.catalog.store import DEFAULT_STORE, CatalogStore
-from streamwarden.engine.execute import build_job, replay_rows, start_stream, write_replay
+from streamwarden.catalog.store import CatalogStore
+from streamwarden.engine.execute import build_job, check_inputs, replay_rows, start_stream, write_replay
 from streamwarden.engine.session import get_spark
 from streamwarden.levels.guard import check_write
 from streamwarden.levels.processors import LevelProcessor, LevelQuery, check_ids, start_processors
+from streamwarden.names import check_name, check_names
 from streamwarden.passes import SecurityOptions, input_stats, secure
+from streamwarden.plan.nodes import sources
 from streamwarden.rewrite.algorithm import Rewriting
 
 __all__ = [
@@ -40,8 +42,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ReplayReport:
-    """What a replay wrote: the row count and, with security levels, the tuples per stream
-    the shepherd put at the top because their source is unknown."""
+    """What a replay wrote: the row count and, with security levels and a query at the top
+    level, the tuples per stream the shepherd put at the top because their source is
+    unknown (empty below the top: that count describes data a lower level does not dominate)."""
 
     rows: int
     unknown_sources: dict[str, int] = field(default_factory=dict)
@@ -56,6 +59,9 @@ def authorize(catalog: Catalog, user: str, query: str, *, join_strategy: str = "
     ``level`` is the security level to run at (default: the user's clearance); ``into``
     names the stream the results are written into, which must be of that level.
     """
+    check_name("user", user)
+    if into is not None:
+        check_name("stream", into)
     stats = input_stats(catalog, inputs) if inputs else {}
     rewriting = secure(catalog, user, query, SecurityOptions(join_strategy, stats, level=level))
     if into is not None:
@@ -76,6 +82,7 @@ def replay(
 ) -> list[dict]:
     """Run the authorized plan over recorded files and return the result rows as dicts."""
     rewriting = authorize(catalog, user, query, inputs=inputs, join_strategy=join_strategy, level=level)
+    _check_inputs(catalog, rewriting, inputs)
     job = build_job(spark or get_spark(), catalog, rewriting, inputs, streaming=False, store_url=store_url)
     return [json.loads(line) for line in replay_rows(job)]
 
@@ -98,6 +105,7 @@ def replay_to_file(
     ``into`` names the stream the results are written into (checked before anything runs:
     a query at level l writes only into a stream of level l)."""
     rewriting = authorize(catalog, user, query, inputs=inputs, join_strategy=join_strategy, level=level, into=into)
+    _check_inputs(catalog, rewriting, inputs)
     job = build_job(spark or get_spark(), catalog, rewriting, inputs, streaming=False, store_url=store_url)
     rows = write_replay(job, output)
     return ReplayReport(rows, job.unknown_sources())
@@ -111,7 +119,7 @@ def run(
     sink: str,
     *,
     checkpoint: str | Path | None = None,
-    store_url: str = DEFAULT_STORE,
+    store_url: str | None = None,
     spark: SparkSession | None = None,
     lateness: str = "0 seconds",
     trigger: str | None = None,
@@ -123,18 +131,21 @@ def run(
 ) -> StreamingQuery:
     """Start the authorized plan continuously over file streams; returns the Spark query.
 
-    Action values are read from ``store_url`` at every micro-batch. The checkpoint
-    (default: under ``.streamwarden/checkpoints``, keyed by user, query and sink) makes a
-    restart neither lose nor duplicate results.
+    Action values are read from ``store_url`` (default: :func:`~streamwarden.catalog.store.default_store`)
+    at every micro-batch. The checkpoint (default: ``checkpoints/<key>`` next to the store,
+    keyed by user, query, sink and level; never inside the sink) makes a restart neither
+    lose nor duplicate results. Every input folder must exist.
     """
     store = CatalogStore(store_url)
     if catalog.text:
-        store.save(catalog, keep_live_actions=True)  # actions may have changed since the file was written
+        store.save(catalog)  # live action values stay (actions may have changed since the file was written)
     rewriting = authorize(catalog, user, query, inputs=inputs, join_strategy=join_strategy, level=level, into=into)
+    _check_inputs(catalog, rewriting, inputs)
     if checkpoint is None:
         # The level is part of the key: queries of different levels never share a checkpoint.
-        key = hashlib.sha256(f"{user}\0{query}\0{sink}\0{rewriting.level}".encode()).hexdigest()[:16]
-        checkpoint = Path(".streamwarden") / "checkpoints" / key
+        sink_key = sink if sink == "console" else str(Path(sink).resolve())
+        key = hashlib.sha256(f"{user}\0{query}\0{sink_key}\0{rewriting.level}".encode()).hexdigest()[:16]
+        checkpoint = store.home / "checkpoints" / key
     job = build_job(spark or get_spark(), catalog, rewriting, inputs, streaming=True, store_url=store.url,
                     lateness=lateness, max_files_per_trigger=max_files_per_trigger)
     return start_stream(job, sink, checkpoint, trigger=trigger, available_now=available_now)
@@ -146,7 +157,7 @@ def run_levels(
     inputs: Mapping[str, str | Path],
     output_dir: str | Path,
     *,
-    store_url: str = DEFAULT_STORE,
+    store_url: str | None = None,
     spark: SparkSession | None = None,
     lateness: str = "0 seconds",
     trigger: str | None = None,
@@ -160,14 +171,30 @@ def run_levels(
     all). Rows of query ``q`` land in ``output_dir/q/``
     (:func:`streamwarden.levels.processors.read_query_output` reads them).
     """
+    check_names("query id", [q.id for q in queries])  # they name folders under output_dir
     check_ids(queries)
+    for q in queries:
+        check_name("user", q.user)
     store = CatalogStore(store_url)
     if catalog.text:
-        store.save(catalog, keep_live_actions=True)
+        store.save(catalog)  # live action values stay
     session = spark or get_spark()
+    rewritings = {q.id: authorize(catalog, q.user, q.query, inputs=inputs, level=q.level) for q in queries}
+    for rewriting in rewritings.values():  # every query authorized first: a refusal stops them all
+        _check_inputs(catalog, rewriting, inputs)
     jobs = {}
     for q in queries:
-        rewriting = authorize(catalog, q.user, q.query, inputs=inputs, level=q.level)
-        jobs[q.id] = build_job(session, catalog, rewriting, inputs, streaming=True, store_url=store.url,
+        jobs[q.id] = build_job(session, catalog, rewritings[q.id], inputs, streaming=True, store_url=store.url,
                                lateness=lateness, metrics_tag=f"_{q.id}")
-    return start_processors(session, jobs, queries, output_dir, trigger=trigger, available_now=available_now)
+    # Outside the output tree (a checkpoint holds raw tuples), one per output folder.
+    key = hashlib.sha256(str(Path(output_dir).resolve()).encode()).hexdigest()[:16]
+    checkpoints = store.home / "checkpoints" / f"levels-{key}"
+    return start_processors(session, jobs, queries, output_dir, checkpoints, trigger=trigger,
+                            available_now=available_now)
+
+
+def _check_inputs(catalog: Catalog, rewriting: Rewriting, inputs: Mapping[str, str | Path]) -> None:
+    """Every stream the query reads has an existing input the reader can read (see
+    :func:`streamwarden.engine.execute.check_inputs`)."""
+    line_read = {s.stream for s in sources(rewriting.plan) if s.window is not None and s.window.kind == "rows"}
+    check_inputs(catalog, {s.stream for s in sources(rewriting.plan)}, inputs, line_read=line_read)

@@ -1,5 +1,12 @@
 """Explain a rewriting to its user: graphs, policies, Spark SQL, and what was refused.
 
+What a user is shown describes only their own query and roles: the policies listed are
+those of the user's (effective) roles that the rewriting considered, the shields are
+decided for the user's roles, and with security levels nothing is said about data above
+the query's level (no counts, no sources). ``explain --network`` is the network
+operator's view (every query, user and output of the network) and is kept apart:
+:func:`network_json` / :func:`~streamwarden.network.optimizer.network_text`.
+
     >>> from streamwarden.catalog.loader import load_catalog
     >>> from streamwarden.rewrite.algorithm import rewrite
     >>> catalog = load_catalog("examples/drill.yaml")
@@ -12,10 +19,16 @@ from __future__ import annotations
 
 import textwrap
 
+from typing import TYPE_CHECKING
+
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.sql import to_sql
 from streamwarden.plan.nodes import Shield, render_tree, walk
 from streamwarden.rewrite.algorithm import Rewriting
+
+if TYPE_CHECKING:
+    from streamwarden.network.optimizer import SharedPlan
+    from streamwarden.network.switches import PlacedNetwork
 
 
 def explain_text(rewriting: Rewriting, catalog: Catalog | None = None, *, sql: bool = True) -> str:
@@ -66,6 +79,32 @@ def shields_of(rewriting: Rewriting) -> list[Shield]:
             if isinstance(node, Shield):
                 found.setdefault(node.id, node)
     return list(found.values())
+
+
+def network_json(placed: "PlacedNetwork", shared: "SharedPlan") -> dict:
+    """The shared network as ``explain --network --format json`` prints it: the same facts
+    as :func:`~streamwarden.network.optimizer.network_text`, as data."""
+    network = placed.network
+    return {
+        "queries": list(network.queries),
+        "vertices": [
+            {"id": vid, "kind": network.vertex(vid).kind.value, "label": network.vertex(vid).label,
+             "inputs": list(network.vertex(vid).inputs), "serves": sorted(network.vertex(vid).queries),
+             "common_prefix": vid in network.common_prefix}
+            for vid in network.topological_order()
+        ],
+        "outputs": [
+            {"id": oid, "query": o.query, "vertex": dict(network.outputs).get(oid), "users": list(o.users),
+             "graph": o.graph.id, "policies": list(o.graph.policies)}
+            for oid, o in shared.outputs.items()
+        ],
+        "denied": {q: list(users) for q, users in shared.denied.items()},
+        "switches": [
+            {"id": site.id, "kind": site.kind.value, "query": site.query, "tail": site.tail, "head": site.head}
+            for site in placed.switches
+        ],
+        "shut_off": {q: sorted(placed.shut_off({q})) for q in network.queries},
+    }
 
 
 def explain_json(rewriting: Rewriting) -> dict:

@@ -5,28 +5,79 @@ tools), and the *live* action table. Running queries read actions from here at e
 micro-batch, so ``store.set_action("a", start=...)`` takes effect without re-registering
 anything.
 
+**Live values survive a reload.** :meth:`CatalogStore.save` (what ``streamwarden check``
+does) replaces the catalog text and the policies, but the action table is live state:
+an action already in the store keeps its current start, end and target (set by
+``streamwarden action`` while queries run), an action the file newly declares is added
+with the file's values, and an action the file no longer declares is dropped. Only
+``reset_actions=True`` (``check --reset-actions``) puts the file's values back.
+
+**Changes need a store that exists and names that do.** :meth:`CatalogStore.existing`
+opens a store for a command that changes live state and refuses when there is none
+(it never creates one: a command run from another folder would silently change a new,
+empty store), and :meth:`set_action` refuses an action the stored catalog does not
+declare. The default store is ``sqlite:///.streamwarden/catalog.db``, relative to the
+working directory, unless ``STREAMWARDEN_STORE`` names another (:func:`default_store`).
+
     >>> import tempfile, os
     >>> from streamwarden.catalog.loader import load_catalog_text
     >>> url = "sqlite:///" + os.path.join(tempfile.mkdtemp(), "c.db")
     >>> store = CatalogStore(url)
-    >>> store.save(load_catalog_text("streams: {S: {schema: {ts: timestamp}}}\\nactions: {a: {target: 5}}"))
-    >>> store.actions()["a"].start is None
-    True
+    >>> text = "streams: {S: {schema: {ts: timestamp}}}\\nactions: {a: {target: 5}}"
+    >>> store.save(load_catalog_text(text)).added
+    ('a',)
+    >>> store.set_action("a", target=7.0)
+    >>> store.save(load_catalog_text(text)).kept, store.actions()["a"].target   # a reload keeps the live value
+    (('a',), 7.0)
+    >>> store.set_action("b", target=1.0)
+    Traceback (most recent call last):
+    streamwarden.catalog.store.UnknownName: unknown action 'b': the stored catalog declares a
 """
 
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import Column, DateTime, Float, MetaData, String, Table, Text, create_engine, delete, insert, select, update
+from sqlalchemy import (Column, DateTime, Float, MetaData, String, Table, Text, create_engine, delete, insert, inspect,
+                        select, update)
 from sqlalchemy.engine import Engine
 
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.model import Action, Catalog
+from streamwarden.errors import StreamwardenError
+from streamwarden.names import PRIVATE_FILE, private_dir
 
 DEFAULT_STORE = "sqlite:///.streamwarden/catalog.db"
+STORE_ENV = "STREAMWARDEN_STORE"
+STORE_HELP = (f"SQLAlchemy URL of the store, e.g. sqlite:///path/catalog.db (default: ${STORE_ENV} if set, else "
+              f"{DEFAULT_STORE}, relative to the working directory)")
+
+
+def default_store() -> str:
+    """``$STREAMWARDEN_STORE`` when set, else :data:`DEFAULT_STORE` (relative to the working directory)."""
+    return os.environ.get(STORE_ENV) or DEFAULT_STORE
+
+
+class NoStore(StreamwardenError):
+    """A command that changes live state named a store that does not exist (or holds no catalog)."""
+
+
+class UnknownName(StreamwardenError):
+    """A change names an action, user or query the store does not know."""
+
+
+@dataclass(frozen=True)
+class ActionChanges:
+    """What :meth:`CatalogStore.save` did to the live action table."""
+
+    kept: tuple[str, ...] = ()  # already live: their current values stay
+    added: tuple[str, ...] = ()  # newly declared: the file's values
+    dropped: tuple[str, ...] = ()  # no longer declared: removed
+    reset: tuple[str, ...] = ()  # reset_actions=True: the file's values replace the live ones
 
 _metadata = MetaData()
 _sources = Table(
@@ -60,33 +111,80 @@ def sqlite_url(path: str | Path) -> str:
 
 
 class CatalogStore:
-    """A catalog database. ``url`` is a SQLAlchemy URL; SQLite folders are created."""
+    """A catalog database. ``url`` is a SQLAlchemy URL (default: :func:`default_store`);
+    SQLite folders are created, private to their owner, unless ``create=False``."""
 
-    def __init__(self, url: str = DEFAULT_STORE):
+    def __init__(self, url: str | None = None, *, create: bool = True):
+        url = url or default_store()
+        self.path: Path | None = None  # the SQLite file, if it is one
         if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
-            db_path = Path(url.removeprefix("sqlite:///"))
-            db_path.parent.mkdir(parents=True, exist_ok=True)
-            url = sqlite_url(db_path)  # absolute, so Spark's Python workers find the same file
+            self.path = Path(url.removeprefix("sqlite:///")).resolve()
+            if create:
+                private_dir(self.path.parent)
+            url = sqlite_url(self.path)  # absolute, so Spark's Python workers find the same file
         self.url = url
         self._engine: Engine | None = None
+
+    @classmethod
+    def existing(cls, url: str | None = None) -> "CatalogStore":
+        """The store at ``url`` for a command that changes live state: it must exist and hold a
+        catalog; raises :class:`NoStore` (and creates nothing) otherwise."""
+        store = cls(url, create=False)
+        if not store.has_catalog():
+            raise NoStore(f"no store at {store.url}: load a catalog first with "
+                          f"`streamwarden check CATALOG --store {store.url}`")
+        return store
+
+    @property
+    def home(self) -> Path:
+        """The folder the store lives in (a SQLite file's folder; else ``.streamwarden``), where
+        default checkpoints go: next to the store, never inside an output folder."""
+        return self.path.parent if self.path is not None else Path(".streamwarden").resolve()
+
+    def has_catalog(self) -> bool:
+        """Does the store exist and hold a catalog? (Creates nothing.)"""
+        if self.path is not None and not self.path.is_file():
+            return False
+        engine = self._engine or create_engine(self.url)
+        try:
+            if not inspect(engine).has_table(_sources.name):
+                return False
+            with engine.connect() as conn:
+                return conn.execute(select(_sources.c.name)).first() is not None
+        finally:
+            if engine is not self._engine:
+                engine.dispose()
 
     @property
     def engine(self) -> Engine:
         if self._engine is None:
+            created = self.path is not None and not self.path.exists()
             self._engine = create_engine(self.url)
             _metadata.create_all(self._engine)
+            if created and self.path is not None and self.path.exists():
+                os.chmod(self.path, PRIVATE_FILE)  # it holds grants and live state: its owner's only
         return self._engine
 
-    def save(self, catalog: Catalog, *, keep_live_actions: bool = False) -> None:
-        """Replace the stored catalog by ``catalog`` (validated).
+    def save(self, catalog: Catalog, *, reset_actions: bool = False,
+             keep_live_actions: bool | None = None) -> ActionChanges:
+        """Replace the stored catalog and its policies by ``catalog`` (validated).
 
-        With ``keep_live_actions`` the actions already in the store keep their current
-        values (a running system's state) and only new actions are added.
+        The action table is live state and survives: an action already in the store keeps
+        its current values, a newly declared one is added with the file's values, and one
+        the file no longer declares is dropped. ``reset_actions=True`` replaces the live
+        values by the file's. (``keep_live_actions`` is accepted for compatibility: keeping
+        them is what ``save`` always does.)
         """
+        declared = set(catalog.actions)
         with self.engine.begin() as conn:
-            live = {row.name for row in conn.execute(select(_actions.c.name))} if keep_live_actions else set()
-            for table in (_sources, _policies) if keep_live_actions else (_sources, _policies, _actions):
+            live = {row.name for row in conn.execute(select(_actions.c.name))}
+            for table in (_sources, _policies):
                 conn.execute(delete(table))
+            dropped = sorted(live - declared)
+            if dropped:
+                conn.execute(delete(_actions).where(_actions.c.name.in_(dropped)))
+            if reset_actions:
+                conn.execute(delete(_actions))
             conn.execute(insert(_sources).values(name=catalog.name, text=catalog.text, loaded_at=datetime.now(timezone.utc)))
             for p in catalog.policies:
                 conn.execute(insert(_policies).values(
@@ -96,9 +194,12 @@ class CatalogStore:
                     window=json.dumps(p.window) if p.window else None,
                 ))
             for a in catalog.actions.values():
-                if a.name in live:
+                if a.name in live and not reset_actions:
                     continue
                 conn.execute(insert(_actions).values(name=a.name, start=a.start, end=a.end, target=a.target))
+        kept = () if reset_actions else tuple(sorted(live & declared))
+        return ActionChanges(kept, tuple(sorted(declared - live)), tuple(dropped),
+                             tuple(sorted(live & declared)) if reset_actions else ())
 
     def load(self) -> Catalog:
         """The stored catalog, re-validated, with the live action values."""
@@ -117,15 +218,25 @@ class CatalogStore:
             rows = conn.execute(select(_actions)).all()
         return {r.name: Action(r.name, _utc(r.start), _utc(r.end), r.target) for r in rows}
 
+    def users(self) -> frozenset[str]:
+        """The users of the stored catalog (none when it holds no catalog)."""
+        if not self.has_catalog():
+            return frozenset()
+        return frozenset(self.load().users)
+
     def set_action(self, name: str, **values: object) -> None:
-        """Update an action's start, end or target (``None`` clears the value)."""
+        """Update an action's start, end or target (``None`` clears the value). An action the
+        store does not hold (the stored catalog does not declare it) is refused: a mistyped
+        name never creates a new action while the real one stays as it was."""
         unknown = set(values) - {"start", "end", "target"}
         if unknown:
             raise ValueError(f"unknown action fields: {', '.join(sorted(unknown))}")
         with self.engine.begin() as conn:
             result = conn.execute(update(_actions).where(_actions.c.name == name).values(**values))
             if result.rowcount == 0:
-                conn.execute(insert(_actions).values(name=name, **values))
+                known = sorted(row.name for row in conn.execute(select(_actions.c.name)))
+                raise UnknownName(f"unknown action {name!r}: the stored catalog declares "
+                                  f"{', '.join(known) or 'no actions'}")
 
 
 def _utc(value: datetime | None) -> datetime | None:

@@ -3,23 +3,35 @@
 Commands: ``check`` (validate a catalog and load it into the store), ``explain``
 (authorized graphs, policies, Spark SQL, refusals), ``replay`` (run over recorded
 files), ``run`` (continuous, checkpointed), ``action`` (start/stop/retarget an action
-in the live store), ``demo`` and ``bench``. Errors print one line on stderr naming what
-is wrong and where, and exit with status 2 (bad input) or 1 (failure while running).
+in the live store), ``grant``/``revoke`` and ``network`` (shared networks), ``sp``,
+``demo`` and ``bench``.
+
+Errors print one line on stderr naming what is wrong and where: exit status 2 for bad
+input (a file, a record, an argument, a name that exists nowhere); 3 for anything
+unexpected (one line, ``--debug`` prints the trace); 130 when interrupted (Ctrl-C stops
+a running query cleanly, keeping what it committed). Every file the CLI creates is
+private to its owner: the process umask is 077 (Spark starts with it, see
+:mod:`streamwarden.engine.session`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import traceback
+import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
-from streamwarden.catalog.store import DEFAULT_STORE
+from streamwarden.catalog.store import STORE_HELP, default_store
 from streamwarden.errors import SourceError, StreamwardenError
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILURE = 1
+EXIT_UNEXPECTED = 3
+EXIT_INTERRUPTED = 130
 
 
 def _inputs(pairs: Sequence[str]) -> dict[str, str]:
@@ -32,137 +44,243 @@ def _inputs(pairs: Sequence[str]) -> dict[str, str]:
     return inputs
 
 
+DURATION = "a duration like '2 seconds' or '1 minute'"
+TIMESTAMP = "ISO-8601, e.g. 2026-03-01T10:00:00Z"
+
+
 def _parser() -> argparse.ArgumentParser:
+    from streamwarden import __version__
+
     parser = argparse.ArgumentParser(prog="streamwarden", description="Access control for continuous queries on Spark.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"streamwarden {__version__}")
+    parser.add_argument("--debug", action="store_true", help="on an unexpected failure, print the Python trace")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    check = sub.add_parser("check", help="validate a catalog file and load it into the store")
-    check.add_argument("catalog")
-    check.add_argument("--store", default=DEFAULT_STORE, help=f"SQLAlchemy URL of the catalog store (default {DEFAULT_STORE})")
+    def command(where: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str, text: str
+                ) -> argparse.ArgumentParser:
+        p = where.add_parser(name, help=text, description=text)
+        # --debug also after the command (SUPPRESS: not given here leaves the global value)
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        return p
+
+    def store_arg(p: argparse.ArgumentParser, text: str = "") -> None:
+        p.add_argument("--store", default=None, metavar="URL", help=(text + "; " if text else "") + STORE_HELP)
+
+    def catalog_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--catalog", required=True, metavar="FILE.yaml", help="the catalog: streams, roles, users, "
+                                                                             "actions, policies (YAML)")
+
+    def input_arg(p: argparse.ArgumentParser, what: str) -> None:
+        p.add_argument("--input", action="append", default=[], metavar="STREAM=PATH",
+                       help=f"{what} (repeat per stream): a .jsonl or .parquet file, or a folder whose *.jsonl and "
+                            "*.parquet files are read (punctuated and [ROWS n] streams: *.jsonl and *.json)")
+
+    check = command(sub, "check", "validate a catalog file and load it into the store (live action values are kept)")
+    check.add_argument("catalog", metavar="CATALOG.yaml", help="the catalog file to validate")
+    store_arg(check, "where to load it")
     check.add_argument("--no-store", action="store_true", help="only validate; write nothing")
+    check.add_argument("--reset-actions", action="store_true",
+                       help="replace the live values of actions (start, end, target) by the file's")
 
-    def query_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--catalog", required=True)
-        p.add_argument("--user", required=p.prog.split()[-1] != "explain")
-        p.add_argument("--query", required=p.prog.split()[-1] != "explain", help="the CQL query")
+    def query_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+        catalog_arg(p)
+        p.add_argument("--user", required=required, metavar="NAME", help="the user the query runs for")
+        p.add_argument("--query", required=required, metavar="CQL", help="the CQL query, e.g. \"SELECT SID, Pos FROM "
+                                                                          "Position\"")
         p.add_argument("--join-strategy", choices=("adaptive", "probe-and-filter", "filter-and-probe"),
-                       default="adaptive", help="SCJoin strategy for joins of punctuated streams (same rows)")
+                       default="adaptive", help="SCJoin strategy for joins of punctuated streams (same rows; "
+                                                "default: adaptive)")
         p.add_argument("--level", default=None, metavar='"[1, ⊥]"',
                        help="security level to run at (default: the user's clearance; never above it)")
 
-    explain = sub.add_parser("explain", help="show the authorized graphs of a query (or, with --network, the "
-                                             "shared network of registered queries)")
-    query_args(explain)
+    explain = command(sub, "explain", "show the authorized graphs of a query (or, with --network, the shared "
+                                      "network of registered queries)")
+    query_args(explain, required=False)
     explain.add_argument("--network", default=None, metavar="QUERIES.yaml",
                          help="explain the shared-operator network of these queries instead (--user/--query unused)")
     explain.add_argument("--render", default=None, metavar="FILE.png|FILE.svg", help="with --network: draw it")
-    explain.add_argument("--format", choices=("text", "json"), default="text")
-    explain.add_argument("--input", action="append", default=[], metavar="STREAM=PATH",
-                         help="inputs whose policy statistics the adaptive SCJoin decides by")
+    explain.add_argument("--format", choices=("text", "json", "dot"), default="text",
+                         help="text (default), json, or with --network also dot (Graphviz)")
+    input_arg(explain, "inputs whose policy statistics the adaptive SCJoin decides by")
 
-    replay = sub.add_parser("replay", help="run the authorized query over recorded files")
+    replay = command(sub, "replay", "run the authorized query over recorded files")
     query_args(replay)
-    replay.add_argument("--input", action="append", default=[], metavar="STREAM=PATH")
-    replay.add_argument("--output", required=True)
-    replay.add_argument("--store", default=None, help="read action values from this store")
+    input_arg(replay, "recorded input of a stream")
+    replay.add_argument("--output", required=True, metavar="FILE.jsonl",
+                        help="where the result rows go (JSON lines, readable by its owner only)")
+    replay.add_argument("--store", default=None, metavar="URL",
+                        help="read action values from this store (SQLAlchemy URL; default: the catalog file's values)")
     replay.add_argument("--into", default=None, metavar="STREAM",
                         help="the stream the results are written into (must be at the query's level)")
 
-    run = sub.add_parser("run", help="run the authorized query continuously over file streams")
+    run = command(sub, "run", "run the authorized query continuously over file streams")
     query_args(run)
-    run.add_argument("--input", action="append", default=[], metavar="STREAM=DIR")
-    run.add_argument("--sink", required=True, help="output directory, or 'console'")
-    run.add_argument("--checkpoint", default=None)
-    run.add_argument("--store", default=DEFAULT_STORE)
-    run.add_argument("--lateness", default="0 seconds", help="watermark delay for out-of-order input")
-    run.add_argument("--trigger", default="2 seconds")
+    input_arg(run, "an existing folder new files of the stream land in")
+    run.add_argument("--sink", required=True, metavar="DIR|console",
+                     help="output folder (JSON files, private to their owner), or 'console'")
+    run.add_argument("--checkpoint", default=None, metavar="DIR",
+                     help="Spark's checkpoint (default: checkpoints/<key> next to the store; never inside --sink)")
+    store_arg(run, "where action values are read from")
+    run.add_argument("--lateness", default="0 seconds", metavar="DURATION",
+                     help=f"watermark delay for out-of-order input: {DURATION} (default 0 seconds)")
+    run.add_argument("--trigger", default="2 seconds", metavar="DURATION",
+                     help=f"micro-batch interval: {DURATION} (default 2 seconds)")
     run.add_argument("--available-now", action="store_true", help="process what is there, then stop")
     run.add_argument("--into", default=None, metavar="STREAM",
                      help="the stream the results are written into (must be at the query's level)")
 
     for verb in ("grant", "revoke"):
-        change = sub.add_parser(verb, help=f"{verb} a user's access to a registered query of a running network")
-        change.add_argument("--query", required=True)
-        change.add_argument("--user", required=True)
-        change.add_argument("--ts", default=None, help="from when (ISO-8601; default: now)")
+        change = command(sub, verb, f"{verb} a user's access to a registered query of a running network")
+        change.add_argument("--query", required=True, metavar="ID", help="the query's id in QUERIES.yaml")
+        change.add_argument("--user", required=True, metavar="NAME", help="a user of the catalog")
+        change.add_argument("--ts", default=None, metavar="TIMESTAMP",
+                            help=f"from when: {TIMESTAMP} (default: now, printed)")
         if verb == "grant":
-            change.add_argument("--until", default=None, help="when the grant expires (ISO-8601; default: never)")
-        change.add_argument("--store", default=DEFAULT_STORE)
+            change.add_argument("--until", default=None, metavar="TIMESTAMP",
+                                help=f"when the grant expires: {TIMESTAMP} (default: never)")
+        store_arg(change, "the network's store (must exist, with the queries registered)")
 
-    action = sub.add_parser("action", help="update an action in the live store (start, end, target)")
-    action.add_argument("name")
-    action.add_argument("--store", default=DEFAULT_STORE)
-    action.add_argument("--start", default=None)
-    action.add_argument("--end", default=None)
-    action.add_argument("--target", type=float, default=None)
+    action = command(sub, "action", "update an action in the live store (start, end, target)")
+    action.add_argument("name", metavar="ACTION", help="the action's name, as the stored catalog declares it")
+    store_arg(action, "the store (must exist: load the catalog with check first)")
+    action.add_argument("--start", default=None, metavar="TIMESTAMP", help=f"when it started: {TIMESTAMP}")
+    action.add_argument("--end", default=None, metavar="TIMESTAMP", help=f"when it ended: {TIMESTAMP}")
+    action.add_argument("--target", type=float, default=None, metavar="NUMBER", help="its target value, e.g. 500")
     action.add_argument("--clear", action="store_true", help="mark the action as not taking place")
 
-    demo = sub.add_parser("demo", help="the drill scenario: three users, one shared stream engine")
-    demo.add_argument("--workdir", default=".streamwarden/demo")
-    demo.add_argument("--soldiers", type=int, default=40)
-    demo.add_argument("--minutes", type=float, default=20.0)
+    demo = command(sub, "demo", "the scenarios on local Spark: a drill, patients' own policies, cloud auditing "
+                                "tiers, a shared network")
+    demo.add_argument("--workdir", default=".streamwarden/demo", metavar="DIR",
+                      help="where the demo writes (emptied first; default .streamwarden/demo)")
+    demo.add_argument("--soldiers", type=int, default=40, metavar="N", help="soldiers in the drill (default 40)")
+    demo.add_argument("--minutes", type=float, default=20.0, metavar="M",
+                      help="minutes of drill data (default 20)")
 
-    sp = sub.add_parser("sp", help="print the SP records a data provider sends for INSERT SP statements")
-    sp.add_argument("statements", nargs="+", help="INSERT SP ... (several form one policy: same ts, sn 1..k)")
-    sp.add_argument("--ts", default=None, help="the policy's timestamp (default: now)")
+    sp = command(sub, "sp", "print the SP records a data provider sends for INSERT SP statements")
+    sp.add_argument("statements", nargs="+", metavar="STATEMENT",
+                    help="INSERT SP ... (several form one policy: same ts, sn 1..k)")
+    sp.add_argument("--ts", default=None, metavar="TIMESTAMP", help=f"the policy's timestamp: {TIMESTAMP} "
+                                                                   "(default: now)")
     sp.add_argument("--provider", default=None, metavar="ATTR=VALUE",
                     help="for a stream punctuated_by ATTR: the provider these SPs belong to")
 
-    network = sub.add_parser("network", help="many users' queries on one shared network with privacy switches")
-    network_sub = network.add_subparsers(dest="network_command", required=True)
-    net_replay = network_sub.add_parser("replay", help="each user's rows of each query, by their access changes")
-    net_replay.add_argument("--catalog", required=True)
-    net_replay.add_argument("--queries", required=True, help="QUERIES.yaml: queries: [{id, users, query}]")
-    net_replay.add_argument("--access", required=True, help="access changes, JSON lines {ts, query, user, sign}")
-    net_replay.add_argument("--input", action="append", default=[], metavar="STREAM=PATH")
-    net_replay.add_argument("--output-dir", required=True, help="rows go to DIR/<user>/<query id>.jsonl")
-    net_run = network_sub.add_parser("run", help="run the whole network continuously as one Spark streaming query")
-    net_run.add_argument("--catalog", required=True)
-    net_run.add_argument("--queries", required=True)
-    net_run.add_argument("--input", action="append", default=[], metavar="STREAM=DIR")
-    net_run.add_argument("--output-dir", required=True, help="rows go to DIR/<user>/<query id>/")
-    net_run.add_argument("--store", default=DEFAULT_STORE, help="where grants and revocations are kept")
-    net_run.add_argument("--checkpoint", default=None, help="default: DIR/_checkpoint")
-    net_run.add_argument("--trigger", default="2 seconds")
+    network = command(sub, "network", "many users' queries on one shared network with privacy switches")
+    network_sub = network.add_subparsers(dest="network_command", required=True, metavar="COMMAND")
+    queries_help = "QUERIES.yaml: queries: [{id, users, query}]"
+    net_replay = command(network_sub, "replay", "each user's rows of each query, by their access changes")
+    catalog_arg(net_replay)
+    net_replay.add_argument("--queries", required=True, metavar="QUERIES.yaml", help=queries_help)
+    net_replay.add_argument("--access", required=True, metavar="ACCESS.jsonl",
+                            help='access changes, JSON lines {"ts", "query", "user", "sign": "+" or "-"}')
+    input_arg(net_replay, "recorded input of a stream")
+    net_replay.add_argument("--output-dir", required=True, metavar="DIR",
+                            help="rows go to DIR/<user>/<query id>.jsonl (each user's folder private)")
+    net_replay.add_argument("--store", default=None, metavar="URL",
+                            help="also register the queries in this store (SQLAlchemy URL; default: none)")
+    net_run = command(network_sub, "run", "run the whole network continuously as one Spark streaming query")
+    catalog_arg(net_run)
+    net_run.add_argument("--queries", required=True, metavar="QUERIES.yaml", help=queries_help)
+    input_arg(net_run, "an existing folder new files of the stream land in")
+    net_run.add_argument("--output-dir", required=True, metavar="DIR",
+                         help="rows go to DIR/<user>/<query id>/ (each user's folder private)")
+    store_arg(net_run, "where grants and revocations are kept (the queries are registered there)")
+    net_run.add_argument("--checkpoint", default=None, metavar="DIR",
+                         help="default: checkpoints/network-<hash of DIR and the queries> next to the store; never "
+                              "inside --output-dir")
+    net_run.add_argument("--trigger", default="2 seconds", metavar="DURATION",
+                         help=f"micro-batch interval: {DURATION} (default 2 seconds)")
     net_run.add_argument("--available-now", action="store_true", help="process what is there, then stop")
-    net_run.add_argument("--lateness", default="0 seconds",
-                         help="how late a tuple may arrive and still count in an aggregate's windows")
+    net_run.add_argument("--lateness", default="0 seconds", metavar="DURATION",
+                         help=f"how late a tuple may arrive and still count in an aggregate's windows: {DURATION}")
     net_run.add_argument("--guard-prefix", action="store_true",
                          help="beyond Algorithm 2: also stop the shared operators when every query they serve is off")
-    net_explain = network_sub.add_parser("explain", help="the shared-operator network, its common prefix and switches")
-    net_explain.add_argument("--catalog", required=True)
-    net_explain.add_argument("--queries", required=True)
-    net_explain.add_argument("--format", choices=("text", "dot"), default="text")
+    net_explain = command(network_sub, "explain", "the shared-operator network, its common prefix and switches")
+    catalog_arg(net_explain)
+    net_explain.add_argument("--queries", required=True, metavar="QUERIES.yaml", help=queries_help)
+    net_explain.add_argument("--format", choices=("text", "dot", "json"), default="text",
+                             help="text (default), dot (Graphviz) or json")
     net_explain.add_argument("--render", default=None, metavar="FILE.png|FILE.svg", help="also draw the network")
+    net_register = command(network_sub, "register", "register the queries of QUERIES.yaml in a store ahead of a "
+                                                    "run, so grants and revocations naming them are accepted")
+    net_register.add_argument("queries", metavar="QUERIES.yaml", help=queries_help)
+    catalog_arg(net_register)
+    store_arg(net_register, "the network's store (created if missing)")
 
-    sub.add_parser("bench", help="run the benchmarks (same as make bench)")
+    command(sub, "bench", "run the benchmarks (same as make bench)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit status (never raises, except argparse's usage exit 2)."""
     args = _parser().parse_args(argv)
+    debug = bool(getattr(args, "debug", False))
+    previous_umask = os.umask(0o077)  # before Spark starts: its JVM inherits it
     try:
-        return _dispatch(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return _dispatch(args)
     except SourceError as exc:
+        _trace(debug)
         print(f"error: {exc.one_line()}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except StreamwardenError as exc:
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        _trace(debug)
+        print(f"error: {(str(exc).splitlines() or [type(exc).__name__])[0]}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        return 130
+        _trace(debug)
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # the one top-level guard: anything unexpected is one line
+        _trace(debug)
+        print(f"error: {_describe(exc)}" + ("" if debug else " (run with --debug for the trace)"), file=sys.stderr)
+        return EXIT_UNEXPECTED
+    finally:
+        os.umask(previous_umask)
+
+
+def _trace(debug: bool) -> None:
+    if debug:
+        traceback.print_exc()
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        from streamwarden.engine.execute import describe_failure
+    except Exception:  # pragma: no cover - Spark not importable at all
+        return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+    return describe_failure(exc)
+
+
+def _show_warning(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    """streamwarden's own warnings as one ``warning: ...`` line; others as Python prints them."""
+    if category.__module__.startswith("streamwarden"):
+        print(f"warning: {message}", file=sys.stderr)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def _dispatch(args: argparse.Namespace) -> int:
     from streamwarden import api
+    from streamwarden.names import check_name
 
+    if getattr(args, "user", None) is not None:
+        check_name("user", args.user)
+    if getattr(args, "into", None) is not None:
+        check_name("stream", args.into)
     if args.command == "check":
         catalog = api.load_catalog(args.catalog)
         stored = ""
         if not args.no_store:
             store = api.CatalogStore(args.store)
-            store.save(catalog)
+            changes = store.save(catalog, reset_actions=args.reset_actions)
             stored = f"; loaded into {store.url}"
+            if changes.kept:
+                stored += (f"; live values kept for action {', '.join(changes.kept)} (`streamwarden action` changes "
+                           "them; --reset-actions takes the file's)")
+            if changes.dropped:
+                stored += f"; dropped action {', '.join(changes.dropped)} (no longer declared)"
         print(f"{args.catalog}: ok — {len(catalog.streams)} streams, {len(catalog.roles)} roles, "
               f"{len(catalog.users)} users, {len(catalog.actions)} actions, {len(catalog.policies)} policies{stored}")
         return 0
@@ -170,8 +288,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         from streamwarden.explain import explain_json, explain_text
 
         if args.network:
-            args.queries, args.format = args.network, ("dot" if args.format == "json" else "text")
+            args.queries = args.network
             return _network_explain(args)
+        if args.format == "dot":
+            raise StreamwardenError("--format dot draws a network: use it with --network QUERIES.yaml")
+        if args.render:
+            raise StreamwardenError("--render draws a network: use it with --network QUERIES.yaml")
         if not args.user or not args.query:
             raise StreamwardenError("explain needs --user and --query (or --network QUERIES.yaml)")
         catalog = api.load_catalog(args.catalog)
@@ -188,42 +310,33 @@ def _dispatch(args: argparse.Namespace) -> int:
                                     store_url=args.store, join_strategy=args.join_strategy, level=args.level,
                                     into=args.into)
         print(f"{report.rows} rows written to {args.output}", file=sys.stderr)
+        # Only a query at the top level gets these counts (the tuples are at the top): below it,
+        # how many there were would describe data its level does not dominate.
         for stream, count in sorted(report.unknown_sources.items()):
             if count:
-                print(f"{stream}: {count} tuples from an unknown source were put at the top level "
-                      "(only trusted queries see them)", file=sys.stderr)
+                print(f"{stream}: {count} tuples from an unknown source were put at the top level", file=sys.stderr)
         return 0
     if args.command == "run":
         catalog = api.load_catalog(args.catalog)
+        if args.sink != "console":
+            _store_outside(args.store, args.sink, "the sink")
+            if args.checkpoint:
+                from streamwarden.engine.execute import check_checkpoint
+
+                check_checkpoint(args.checkpoint, args.sink, sink_written=True)  # no overlap, before Spark starts
         query = api.run(catalog, args.user, args.query, _inputs(args.input), args.sink,
-                        checkpoint=args.checkpoint, store_url=args.store, lateness=args.lateness,
-                        trigger=args.trigger, available_now=args.available_now, join_strategy=args.join_strategy,
+                        checkpoint=args.checkpoint, store_url=args.store, lateness=_lateness(args.lateness),
+                        trigger=_trigger(args.trigger), available_now=args.available_now,
+                        join_strategy=args.join_strategy,
                         level=args.level, into=args.into)
         print(f"running {query.id} -> {args.sink} (Ctrl-C to stop)", file=sys.stderr)
-        from streamwarden.engine.execute import input_errors
-
-        try:
-            with input_errors():  # a broken record stops the run; committed output stays
-                query.awaitTermination()
-        finally:
-            if query.isActive:
-                query.stop()
-        return 0
+        return _until_stopped(query, f"the query {query.id}")
     if args.command == "action":
         return _action(args)
     if args.command == "network":
         return _network(args)
     if args.command in ("grant", "revoke"):
-        from streamwarden.network.authorization import AuthorizationServer
-
-        server = AuthorizationServer(args.store)
-        if args.command == "grant":
-            server.grant(args.query, args.user, args.ts, until=args.until)
-        else:
-            server.revoke(args.query, args.user, args.ts)
-        print(f"{args.command}: {args.user} on {args.query} recorded in {server.store.url} (a running network "
-              "reads it as an access SP at its next micro-batch)", file=sys.stderr)
-        return 0
+        return _access_change(args)
     if args.command == "sp":
         return _sp(args)
     if args.command == "demo":
@@ -238,35 +351,163 @@ def _dispatch(args: argparse.Namespace) -> int:
     raise AssertionError(args.command)
 
 
+def _trigger(text: str) -> str:
+    """``--trigger`` checked here (a bad one is exit 2, not a Spark error) and handed to Spark in milliseconds."""
+    from streamwarden.language.parser import parse_duration
+
+    return f"{max(1, round(parse_duration(text, '--trigger') * 1000))} milliseconds"
+
+
+def _lateness(text: str) -> str:
+    """``--lateness`` checked here and handed to Spark's watermark in milliseconds."""
+    from streamwarden.language.parser import parse_duration
+
+    return f"{round(parse_duration(text, '--lateness', zero=True) * 1000)} milliseconds"
+
+
+def _until_stopped(stream: Any, what: str, *, batch_grace: float = 120.0) -> int:
+    """Wait for a streaming query. Ctrl-C stops it cleanly with one line and exit 130: the
+    micro-batch under way is let finish (at most ``batch_grace`` seconds; a second Ctrl-C
+    stops at once), so what it committed stays and nothing is interrupted half-way; a
+    broken record or another failure of the query is raised as it is."""
+    import signal
+    import threading
+    import time
+
+    from streamwarden.engine.execute import input_errors
+
+    interrupted, hurry = threading.Event(), threading.Event()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        (hurry if interrupted.is_set() else interrupted).set()
+
+    handler = None
+    if threading.current_thread() is threading.main_thread():
+        # Not PySpark's handler (cancel every job, raise inside a Py4J call): note it, stop in order.
+        handler = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        with input_errors():  # a broken record stops the run; committed output stays
+            while not interrupted.is_set():
+                if stream.awaitTermination(0.5):
+                    break
+            deadline = time.monotonic() + batch_grace
+            while interrupted.is_set() and not hurry.is_set() and time.monotonic() < deadline and _in_batch(stream):
+                time.sleep(0.1)
+    finally:
+        if handler is not None:
+            signal.signal(signal.SIGINT, handler)
+        if interrupted.is_set() or stream.isActive:
+            _quiet_stop(stream)
+    if interrupted.is_set():
+        print(f"interrupted: stopped {what}; what it committed is kept", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def _in_batch(stream: Any) -> bool:
+    """Is the query active and in the middle of a micro-batch?"""
+    try:
+        return bool(stream.isActive and stream.status.get("isTriggerActive"))
+    except Exception:
+        return False
+
+
+def _quiet_stop(stream: Any) -> None:
+    """Stop a streaming query without Spark's and Py4J's complaints about the batch it cancels."""
+    import logging
+
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    try:
+        from pyspark import SparkContext
+
+        context = SparkContext._active_spark_context  # the tasks the stop interrupts log errors: not for the user
+        if context is not None:
+            context.setLogLevel("OFF")
+    except Exception:
+        pass
+    try:
+        stream.stop()
+    except Exception:
+        pass
+    # Spark's log stays off: the tasks the stop killed report it after stop() returns, and the
+    # command ends here anyway (an in-process caller can set it back with setLogLevel).
+
+
+def _access_change(args: argparse.Namespace) -> int:
+    """``grant``/``revoke``: only on a store that exists, for a registered query and a known user."""
+    from streamwarden.network.authorization import AuthorizationServer, _time
+
+    server = AuthorizationServer.existing(args.store)
+    for note in server.check(args.query, args.user, strict=True):
+        print(f"note: {note}", file=sys.stderr)
+    when = _time(args.ts)
+    if args.command == "grant":
+        server.grant(args.query, args.user, when, until=args.until)
+    else:
+        server.revoke(args.query, args.user, when)
+    stamp = when.strftime("%Y-%m-%dT%H:%M:%S") + (f".{when.microsecond:06d}" if when.microsecond else "") + "Z"
+    source = "" if args.ts else " (now: no --ts given)"
+    until = f" until {args.until}" if getattr(args, "until", None) else ""
+    since = "from" if args.command == "grant" else "as of"
+    print(f"{args.command}: {args.user} on {args.query} {since} {stamp}{source}{until}, recorded in {server.store.url} "
+          "(a running network reads it as an access SP at its next micro-batch)", file=sys.stderr)
+    return 0
+
+
+def _store_outside(store_url: str | None, folder: str, what: str) -> None:
+    """A SQLite store (grants, live state) never lies inside a user's output folder."""
+    from streamwarden.catalog.store import CatalogStore
+    from streamwarden.names import inside
+
+    store = CatalogStore(store_url, create=False)
+    if store.path is not None and inside(store.path, folder):
+        raise StreamwardenError(f"the store {store.path} lies inside {what} {folder}: it holds every user's grants, "
+                                "so keep it out of any output folder (--store elsewhere)")
+
+
+def _network_inputs(args: argparse.Namespace, catalog: Any, queries: Any) -> dict[str, str]:
+    """The network's inputs, checked before Spark starts: one per stream its queries read, each
+    an existing path the reader can read."""
+    from streamwarden.engine.execute import check_inputs
+    from streamwarden.language.parser import parse_query
+
+    inputs = _inputs(args.input)
+    needed = {s.stream for q in queries for s in parse_query(q.query).sources}
+    line_read = {s.stream for q in queries for s in parse_query(q.query).sources
+                 if s.window is not None and s.window.kind == "rows"}
+    check_inputs(catalog, needed, inputs, line_read=line_read)
+    return inputs
+
+
 def _network_run(args: argparse.Namespace) -> int:
     from streamwarden import api
-    from streamwarden.engine.execute import input_errors
-    from streamwarden.engine.session import get_spark
+    from streamwarden.catalog.store import CatalogStore
+    from streamwarden.engine.execute import check_checkpoint
     from streamwarden.language.parser import parse_duration
     from streamwarden.network.registry import load_queries
-    from streamwarden.network.spark_runner import SharedNetworkRun
+    from streamwarden.network.spark_runner import SharedNetworkRun, default_checkpoint
 
     catalog = api.load_catalog(args.catalog)
     queries = load_queries(args.queries, catalog)
-    checkpoint = args.checkpoint or str(Path(args.output_dir) / "_checkpoint")
-    run = SharedNetworkRun(get_spark(), catalog, queries, _inputs(args.input), args.output_dir, args.store,
-                           checkpoint, guard_prefix=args.guard_prefix,
-                           lateness_seconds=parse_duration(args.lateness, "--lateness", zero=True))
-    stream = run.start(trigger=args.trigger, available_now=args.available_now)
-    print(f"network of {len(queries)} queries running as {stream.id}; grant/revoke with --store {args.store} "
-          "(Ctrl-C to stop)", file=sys.stderr)
-    try:
-        with input_errors():
-            stream.awaitTermination()
-    finally:
-        if stream.isActive:
-            stream.stop()
-    return 0
+    inputs = _network_inputs(args, catalog, queries)
+    _store_outside(args.store, args.output_dir, "the output folder")
+    store = CatalogStore(args.store)
+    checkpoint = Path(args.checkpoint) if args.checkpoint else default_checkpoint(store.home, args.output_dir, queries)
+    check_checkpoint(checkpoint, args.output_dir, sink_written=True)  # no overlap, before Spark starts
+    lateness = parse_duration(args.lateness, "--lateness", zero=True)
+    from streamwarden.engine.session import get_spark
+
+    run = SharedNetworkRun(get_spark(), catalog, queries, inputs, args.output_dir, store.url, checkpoint,
+                           guard_prefix=args.guard_prefix, lateness_seconds=lateness)
+    stream = run.start(trigger=_trigger(args.trigger), available_now=args.available_now)
+    print(f"network of {len(queries)} queries running as {stream.id}, checkpoint {checkpoint}; grant/revoke with "
+          f"--store {store.url} (Ctrl-C to stop)", file=sys.stderr)
+    return _until_stopped(stream, "the network")
 
 
 def _network_explain(args: argparse.Namespace) -> int:
     from streamwarden import api
-    from streamwarden.network.draw import draw
+    from streamwarden.explain import network_json
     from streamwarden.network.optimizer import network_text, shared_network
     from streamwarden.network.registry import load_queries
     from streamwarden.network.switches import place_switches
@@ -274,9 +515,21 @@ def _network_explain(args: argparse.Namespace) -> int:
     catalog = api.load_catalog(args.catalog)
     shared = shared_network(catalog, load_queries(args.queries, catalog))
     placed = place_switches(shared.network)
-    print(placed.to_dot() if args.format == "dot" else network_text(placed, shared), end="")
+    if args.format == "json":
+        print(json.dumps(network_json(placed, shared), indent=2))
+    elif args.format == "dot":
+        print(placed.to_dot(), end="")
+    else:
+        print(network_text(placed, shared), end="")
     if args.render:
-        print(f"drawn to {draw(placed, args.render, title=Path(args.queries).name)}", file=sys.stderr)
+        from streamwarden.network.draw import draw
+
+        try:
+            drawn = draw(placed, args.render, title=Path(args.queries).name)
+        except ImportError:
+            raise StreamwardenError("drawing a network needs Graphviz's `dot` on the PATH or the matplotlib package "
+                                    "(pip install matplotlib); `--format dot` prints it for Graphviz") from None
+        print(f"drawn to {drawn}", file=sys.stderr)
     return 0
 
 
@@ -286,14 +539,26 @@ def _network(args: argparse.Namespace) -> int:
     if args.network_command == "run":
         return _network_run(args)
     from streamwarden import api
-    from streamwarden.engine.session import get_spark
+    from streamwarden.network.authorization import AuthorizationServer
     from streamwarden.network.registry import load_access, load_queries
-    from streamwarden.network.replay import replay_network
 
     catalog = api.load_catalog(args.catalog)
     queries = load_queries(args.queries, catalog)
+    if args.network_command == "register":
+        server = AuthorizationServer(args.store)
+        server.register(queries, catalog)
+        print(f"registered {', '.join(q.id for q in queries)} in {server.store.url}", file=sys.stderr)
+        return 0
+    from streamwarden.network.replay import replay_network
+
     changes = load_access(args.access, queries)
-    written = replay_network(get_spark(), catalog, queries, changes, _inputs(args.input), args.output_dir)
+    inputs = _network_inputs(args, catalog, queries)
+    if args.store:
+        _store_outside(args.store, args.output_dir, "the output folder")
+        AuthorizationServer(args.store).register(queries, catalog)
+    from streamwarden.engine.session import get_spark
+
+    written = replay_network(get_spark(), catalog, queries, changes, inputs, args.output_dir)
     for (user, query), count in sorted(written.items()):
         print(f"{user}/{query}.jsonl: {count} rows", file=sys.stderr)
     return 0
@@ -325,6 +590,7 @@ def _sp(args: argparse.Namespace) -> int:
 def _action(args: argparse.Namespace) -> int:
     from streamwarden.catalog.store import CatalogStore
     from streamwarden.language.expressions import parse_timestamp
+    from streamwarden.names import check_name
 
     values: dict[str, object] = {}
     try:
@@ -340,8 +606,10 @@ def _action(args: argparse.Namespace) -> int:
         values["target"] = args.target
     if not values:
         raise StreamwardenError("say what to change: --start, --end, --target or --clear")
-    CatalogStore(args.store).set_action(args.name, **values)
-    print(f"action {args.name} updated in {args.store}")
+    check_name("action", args.name)
+    store = CatalogStore.existing(args.store)  # never creates a store: a typo in --store or the folder is an error
+    store.set_action(args.name, **values)  # an action the stored catalog does not declare is refused
+    print(f"action {args.name} updated in {store.url}")
     return 0
 
 

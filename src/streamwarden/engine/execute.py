@@ -33,6 +33,7 @@ from streamwarden.plan.nodes import Aggregate, Node, Shield, sources, walk
 from streamwarden.levels.columns import ROW_LEVEL, level_text
 from streamwarden.levels.lattice import Lattice, Level
 from streamwarden.levels.shepherd import guarded
+from streamwarden.names import inside, open_private, private_dir
 from streamwarden.punctuation.reader import shielded_input, unshielded_input
 from streamwarden.punctuation.spgen import spgen_lines
 from streamwarden.rewrite.algorithm import AuthorizedGraph, Rewriting
@@ -92,7 +93,13 @@ class Job:
 
     def unknown_sources(self) -> dict[str, int]:
         """Per stream, the tuples the shepherd put at the top for an unknown source (replay: one
-        small job per stream, run when asked)."""
+        small job per stream, run when asked).
+
+        Only a query running at the top level may know: those tuples are at the top, so for
+        any lower level their number describes data it does not dominate (empty then)."""
+        level = self.rewriting.level
+        if self.lattice is None or level is None or not self.lattice.top <= level:
+            return {}
         with input_errors():
             return {stream: int(frame.collect()[0]["unknown_source"]) for stream, frame in self.shepherd_counts.items()}
 
@@ -183,6 +190,7 @@ def build_job(
     ``rewriting.plan`` are all there is to read.
     """
     graphs = rewriting.deployed
+    check_on_result(rewriting)
     shields = {n.stream: n for g in graphs for n in walk(g.root) if isinstance(n, Shield)}
     lattice = catalog.lattice if rewriting.level is not None else None
     level = (lattice, rewriting.level) if lattice is not None else None
@@ -197,6 +205,75 @@ def build_job(
                lattice, counts)  # type: ignore[arg-type]
 
 
+def check_on_result(rewriting: Rewriting) -> None:
+    """``ON RESULT`` dates the new policy by the earliest result (SPGen): refuse, before
+    anything runs, a query whose results carry no timestamp, which would publish nothing."""
+    if not rewriting.on_result:
+        return
+    for graph in rewriting.deployed:
+        if not any(f.dtype == "timestamp" for f in graph.root.fields):
+            raise UnsupportedError(
+                "ON RESULT needs a timestamp among the query's results (select ts, or MIN(ts)/MAX(ts) of a "
+                "window): SPGen dates the new policy by the earliest result, so without one nothing could be "
+                "published")
+
+
+#: The file endings a stream's input folder is read by: plain streams, and streams read line
+#: by line (punctuated, or read by a [ROWS n] window).
+READ_SUFFIXES = (".jsonl", ".parquet")
+LINE_SUFFIXES = (".jsonl", ".json")
+FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+class InputWarning(UserWarning):
+    """Input files a reader will skip (the CLI prints these as ``warning: ...``)."""
+
+
+def check_inputs(catalog: Catalog, streams: Iterable[str], inputs: Mapping[str, str | Path], *,
+                 line_read: Iterable[str] = (), must_exist: bool = True) -> None:
+    """Refuse inputs a run would wait on forever or fail on late, before Spark starts.
+
+    Every stream of ``streams`` needs an input; every input must name a catalog stream;
+    with ``must_exist`` each path must exist (a continuous run never creates a mistyped
+    folder to wait on). A folder holding files of which the reader reads none is refused;
+    one holding some files the reader skips gives an :class:`InputWarning` naming them.
+    ``line_read`` are the streams read line by line (``.jsonl``/``.json``; punctuated
+    streams always are).
+    """
+    import warnings
+
+    streams = sorted(set(streams))
+    missing = [s for s in streams if s not in inputs]
+    if missing:
+        raise InputError(f"no input given for stream {', '.join(missing)} (use --input {missing[0]}=PATH)")
+    unknown = sorted(set(inputs) - set(catalog.streams))
+    if unknown:
+        raise InputError(f"--input names unknown stream {unknown[0]!r} (catalog streams: {', '.join(catalog.streams)})")
+    line_read = set(line_read)
+    for name in streams:
+        path = Path(inputs[name])
+        if not path.exists():
+            if must_exist:
+                raise InputError(f"input for stream {name} not found: {path} (create the folder first: a continuous "
+                                 "run reads the files that land in an existing folder)")
+            continue
+        readable = LINE_SUFFIXES if name in line_read or catalog.streams[name].punctuated else READ_SUFFIXES
+        if path.is_file():
+            if path.suffix not in FILE_SUFFIXES:
+                raise InputError(f"input for stream {name} must be a .jsonl, .json or .parquet file, or a folder: "
+                                 f"{path}")
+            continue
+        files = [p for p in path.iterdir() if p.is_file() and not p.name.startswith((".", "_"))]
+        skipped = sorted({p.suffix or "(no ending)" for p in files if p.suffix not in readable})
+        reads = " and ".join(f"*{s}" for s in readable)
+        if skipped and not any(p.suffix in readable for p in files):
+            raise InputError(f"input folder {path} for stream {name} holds no file the reader reads: it reads {reads}, "
+                             f"and the folder holds {', '.join(skipped)} files")
+        if skipped:
+            warnings.warn(f"input folder {path} for stream {name}: files ending in {', '.join(skipped)} are skipped "
+                          f"(the reader reads {reads})", InputWarning, stacklevel=2)
+
+
 def unsecured_frame(spark: SparkSession, catalog: Catalog, rewriting: Rewriting,
                     inputs: Mapping[str, str | Path]) -> DataFrame:
     """The query as written, with no access control (benchmarks and the demo compare to it)."""
@@ -204,19 +281,74 @@ def unsecured_frame(spark: SparkSession, catalog: Catalog, rewriting: Rewriting,
     return compile_graph(rewriting.plan, Inputs(frames))
 
 
-_BROKEN = re.compile(r"broken record in stream .*?(?= SQLSTATE:|\n|$)")
+# The readers' checks raise ``raise_error(...)``, which Spark reports as the error class
+# USER_RAISED_EXCEPTION with our message, or (the punctuated readers' Python kernels) a
+# ValueError whose message starts the line of a Python traceback. Only those are broken
+# records. The plan text Spark prints with a failed streaming query also holds "broken
+# record in stream" (the check's own expression), whatever the real failure was, so the
+# message is matched right after the error class, never anywhere in the text.
+_BROKEN = re.compile(r"(?:\[USER_RAISED_EXCEPTION\] |(?:^|\n)\s*(?:ValueError|[\w.]*InputError): )"
+                     r"(broken record in stream [^\n]*?)(?= SQLSTATE:|\n|$)")
 
 
 @contextmanager
 def input_errors() -> Iterator[None]:
-    """Turn Spark's failure on a broken input record into one clear :class:`InputError`."""
+    """Turn Spark's failure on a broken input record into one clear :class:`InputError`
+    (any other failure passes through unchanged, for :func:`describe_failure` to name)."""
     try:
         yield
     except Exception as exc:  # py4j and pyspark raise several unrelated types
-        match = _BROKEN.search(str(exc))
-        if match is None:
+        record = broken_record(exc)
+        if record is None:
             raise
-        raise InputError(match.group(0).strip()) from None
+        raise InputError(record) from None
+
+
+def broken_record(exc: BaseException) -> str | None:
+    """The reader's "broken record in stream ..." message if ``exc`` is that failure, else None."""
+    match = _BROKEN.search(_error_text(exc))
+    return match.group(1).strip() if match else None
+
+
+def _error_text(exc: BaseException) -> str:
+    """The exception's own message, without the query plan Spark appends to a streaming failure."""
+    text = str(exc)
+    for marker in ("\n=== Streaming Query ===", "\nJVM stacktrace:"):
+        text = text.split(marker, 1)[0]
+    return text
+
+
+# What a failure's message says, and what it means for the user (the first that matches wins).
+_CAUSES = (
+    (re.compile(r"No space left on device"), "the disk is full (no space left on device)"),
+    (re.compile(r"Multiple streaming queries are concurrently using (\S+)"),
+     "another query is running on the same checkpoint {0}: stop it, or give this run its own --checkpoint"),
+    (re.compile(r"ConcurrentModificationException[^\n]*?:\s*([^\n]+)"), "the checkpoint is in use: {0}"),
+    (re.compile(r"(?:AccessDeniedException|Permission denied)[:\s]*([^\n]*)"), "permission denied {0}"),
+    (re.compile(r"\[PATH_NOT_FOUND\] ([^\n]*?)(?= SQLSTATE:|\n|$)"), "{0}"),
+    (re.compile(r"java\.lang\.OutOfMemoryError[:\s]*([^\n]*)"), "Spark ran out of memory {0}"),
+)
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line naming what actually failed: a broken record, a full disk, a checkpoint another
+    query uses, ... else the exception's type and the first line of its own message."""
+    record = broken_record(exc)
+    if record is not None:
+        return record
+    text = _error_text(exc)
+    for cause in (text, str(exc)):
+        for pattern, meaning in _CAUSES:
+            found = pattern.search(cause)
+            if found:
+                return meaning.format(*(g.strip() for g in found.groups())).strip()
+    # Py4J's "An error occurred while calling o1.start.\n: java.lang.SomeException: what"
+    java = re.search(r"(?:^|\n): ([\w.$]+(?:Exception|Error)\b[^\n]*)", text)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = java.group(1) if java else (lines[0] if lines else "")
+    first = re.sub(r"\s*SQLSTATE: \w+\s*$", "", first)
+    name = type(exc).__name__
+    return f"{name}: {first}" if first else name
 
 
 def replay_rows(job: Job) -> Iterator[str]:
@@ -230,7 +362,13 @@ def replay_rows(job: Job) -> Iterator[str]:
     with input_errors():
         rows = ordered_lines(frame)
         if job.rewriting.on_result:
-            yield from spgen_lines(job.rewriting.on_result, earliest_result_time(job), rows)
+            earliest = earliest_result_time(job)
+            if earliest is None:  # rows whose timestamps are all NULL: no policy can be dated to cover them
+                for _ in rows:
+                    raise UnsupportedError("ON RESULT: every timestamp of the results is NULL, so SPGen cannot date "
+                                           "the policy that must cover them; nothing was written")
+                return
+            yield from spgen_lines(job.rewriting.on_result, earliest, rows)
         else:
             yield from rows
 
@@ -262,15 +400,20 @@ def write_replay(job: Job, output: str | Path) -> int:
 
 
 def write_lines(lines: Iterable[str], output: str | Path) -> int:
-    """Write JSON lines to ``output`` atomically; returns how many."""
+    """Write JSON lines to ``output`` atomically, readable by its owner only (0600; missing
+    folders 0700); returns how many."""
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(output.parent)
     count = 0
     tmp = output.with_name(output.name + ".partial")
-    with tmp.open("w", encoding="utf-8") as handle:
-        for line in lines:
-            handle.write(line + "\n")
-            count += 1
+    try:
+        with open_private(tmp) as handle:  # never follows a link planted at the temporary name
+            for line in lines:
+                handle.write(line + "\n")
+                count += 1
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     tmp.replace(output)  # a failed replay never leaves a half-written result behind
     return count
 
@@ -291,6 +434,9 @@ def start_stream(
     frame = job.union()
     if frame is None:
         raise UnsupportedError("nothing to run: no authorized graph can be deployed for this query (see explain)")
+    if sink != "console":
+        check_checkpoint(checkpoint, sink, sink_written=(Path(sink) / "_spark_metadata").is_dir())
+    private_dir(checkpoint)
     writer = frame.writeStream.outputMode("append").option("checkpointLocation", str(checkpoint))
     if query_name:
         writer = writer.queryName(query_name)
@@ -301,13 +447,33 @@ def start_stream(
     if sink == "console":
         writer = writer.format("console").option("truncate", "false")
     else:
-        Path(sink).mkdir(parents=True, exist_ok=True)
+        private_dir(sink)  # the user's results: 0700 (Spark's files in it: 0600, see engine.session)
         writer = writer.format("json").option("ignoreNullFields", "false").option("path", str(sink))
     # Shields and [ROWS n] windows keep Python state (transformWithState), which needs RocksDB.
     # A streaming query copies the session's settings when it starts (and its checkpoint keeps
     # them), so the session is restored after.
     with sql_conf(frame.sparkSession, STATE_STORE, ROCKSDB if python_state(job) else None):
         return writer.start()
+
+
+def check_checkpoint(checkpoint: str | Path, output: str | Path, *, sink_written: bool) -> None:
+    """Refuse a checkpoint inside the output folder (it holds every input tuple the query read
+    and its state: no user's to read), or the output inside the checkpoint, and a checkpoint
+    that has committed batches to an output that is gone (``sink_written`` False): resuming
+    from it would silently write nothing for everything it already processed."""
+    if inside(checkpoint, output) or inside(output, checkpoint):
+        raise InputError(f"the checkpoint {checkpoint} and the output {output} overlap: a checkpoint holds raw input "
+                         "and state, so keep it out of any output folder (--checkpoint elsewhere)")
+    if committed_batches(checkpoint) and not sink_written:
+        raise InputError(f"the checkpoint {checkpoint} has already committed results to {output}, which is gone or "
+                         "empty: resuming from it would write nothing for what it already processed. Remove the "
+                         "checkpoint to start over, or pass a new one with --checkpoint")
+
+
+def committed_batches(checkpoint: str | Path) -> bool:
+    """Has a Spark streaming query committed a batch under ``checkpoint`` (its ``commits`` log)?"""
+    commits = Path(checkpoint) / "commits"
+    return commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir())
 
 
 def python_state(job: Job) -> bool:

@@ -2,7 +2,9 @@
 
 ``get_spark()`` returns the active session or creates one (``local[2]`` unless
 ``STREAMWARDEN_MASTER`` says otherwise) with the session time zone set to UTC, so every
-timestamp streamwarden reads or writes means the same instant.
+timestamp streamwarden reads or writes means the same instant. Everything Spark writes
+(sinks, checkpoints) is created readable by its owner only (``fs.permissions.umask-mode``
+077; the CLI also sets the process umask to 077 before Spark starts).
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ _SETTINGS = {
     "spark.sql.streaming.stateStore.providerClass":
         "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
     "spark.driver.extraJavaOptions": "-Dderby.system.home=/tmp/streamwarden-derby",
+    # Outputs are private to their owner: Hadoop's file systems set the permissions of what
+    # they create from this umask (folders 0700, files 0600), whatever the process's own.
+    "spark.hadoop.fs.permissions.umask-mode": "077",
 }
 
 

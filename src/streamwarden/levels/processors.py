@@ -33,6 +33,7 @@ from pyspark.sql.streaming import StreamingQuery
 from streamwarden.engine.execute import ROCKSDB, STATE_STORE, Job, python_state
 from streamwarden.engine.session import sql_conf
 from streamwarden.errors import StreamwardenError, UnsupportedError
+from streamwarden.names import inside, safe_path
 
 QUERY = "_query"
 
@@ -58,10 +59,18 @@ class LevelProcessor:
 
 
 def start_processors(spark: SparkSession, jobs: Mapping[str, Job], queries: Sequence[LevelQuery],
-                     output_dir: str | Path, *, trigger: str | None = None,
+                     output_dir: str | Path, checkpoints: str | Path, *, trigger: str | None = None,
                      available_now: bool = False) -> list[LevelProcessor]:
-    """Start one streaming query per level over the compiled ``jobs`` (by query id)."""
+    """Start one streaming query per level over the compiled ``jobs`` (by query id).
+
+    Each level checkpoints under ``checkpoints/<level>``, which must lie outside
+    ``output_dir``: a checkpoint holds raw tuples of its level, which no reader of one
+    query's output may see.
+    """
     output = Path(output_dir)
+    if inside(checkpoints, output):
+        raise StreamwardenError(f"the level checkpoints {checkpoints} lie inside the output folder {output}: "
+                                "they hold raw tuples; put them elsewhere")
     by_level: dict[str, list[LevelQuery]] = {}
     for q in queries:
         by_level.setdefault(str(jobs[q.id].rewriting.level), []).append(q)
@@ -79,7 +88,7 @@ def start_processors(spark: SparkSession, jobs: Mapping[str, Job], queries: Sequ
         assert combined is not None
         columns = {qid: [c for c in frame.columns if c != QUERY] for qid, frame in frames.items()}
         writer = (combined.writeStream.foreachBatch(_writer(output, columns))
-                  .option("checkpointLocation", str(output / "_checkpoints" / level_slug(level)))
+                  .option("checkpointLocation", str(Path(checkpoints) / level_slug(level)))
                   .queryName(f"streamwarden level {level}"))
         if available_now:
             writer = writer.trigger(availableNow=True)
@@ -99,7 +108,7 @@ def _writer(output: Path, columns: Mapping[str, list[str]]) -> Callable[[DataFra
             for qid, names in columns.items():
                 rows = batch.filter(F.col(QUERY) == qid).select(*[F.col(f"`{n}`") for n in names])
                 (rows.write.mode("overwrite").option("ignoreNullFields", "false")
-                 .json(str(output / qid / f"batch={batch_id:010d}")))
+                 .json(str(safe_path(output, qid, f"batch={batch_id:010d}"))))
         finally:
             batch.unpersist()
     return write

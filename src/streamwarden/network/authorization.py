@@ -15,6 +15,15 @@ The SP folder of a SQLite store ``dir/auth.db`` is ``dir/auth.db.sps/``; other s
 name one. A change recorded but not yet written as an SP (a crash in between) is written
 by :meth:`AuthorizationServer.publish`, which a network calls when it starts.
 
+A change must name what exists. The store knows the network's queries once they are
+registered (:meth:`AuthorizationServer.register`: ``network run`` and ``network replay``
+do it when they start, ``streamwarden network register`` ahead of time) and the users of
+the catalog stored with them; from then on a change naming an unregistered query or a
+user the catalog does not declare is refused (:class:`~streamwarden.catalog.store.UnknownName`),
+so a mistyped revocation never succeeds while the grant stays open. A store with no
+registered query accepts the Python API's changes unchecked (a program may grant before
+it starts its network); the CLI (``grant``, ``revoke``) checks strictly and refuses then.
+
     >>> import tempfile, os
     >>> server = AuthorizationServer("sqlite:///" + os.path.join(tempfile.mkdtemp(), "auth.db"))
     >>> server.grant("q1", "ann", "2026-03-01T10:00:00Z"); server.revoke("q1", "ann", "2026-03-01T10:05:00Z")
@@ -31,12 +40,18 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import Boolean, Column, DateTime, Integer, MetaData, String, Table, insert, select
+from typing import TYPE_CHECKING, Iterable
 
-from streamwarden.catalog.store import CatalogStore, _utc
+from sqlalchemy import Boolean, Column, DateTime, Integer, MetaData, String, Table, Text, insert, select, update
+
+from streamwarden.catalog.store import CatalogStore, UnknownName, _utc
 from streamwarden.errors import StreamwardenError
 from streamwarden.language.expressions import parse_timestamp
-from streamwarden.network.registry import AccessChange
+from streamwarden.names import check_name, open_private, private_dir
+from streamwarden.network.registry import AccessChange, RegisteredQuery
+
+if TYPE_CHECKING:
+    from streamwarden.catalog.model import Catalog
 
 _metadata = MetaData()
 _changes = Table(
@@ -46,6 +61,12 @@ _changes = Table(
     Column("query", String, nullable=False),
     Column("user", String, nullable=False),
     Column("grant", Boolean, nullable=False),
+)
+_registered = Table(
+    "registered_queries", _metadata,
+    Column("id", String, primary_key=True),
+    Column("users", Text, nullable=False),  # JSON list: the users QUERIES.yaml lists for it
+    Column("registered_at", DateTime(timezone=True), nullable=False),
 )
 
 
@@ -57,19 +78,80 @@ class AuthorizationServer:
     """Access changes in a SQL store (SQLite by default; the catalog store's URL), each
     published as an access SP into ``sp_folder``."""
 
-    def __init__(self, url: str, sp_folder: str | Path | None = None):
-        self.store = CatalogStore(url)
+    def __init__(self, url: str | None = None, sp_folder: str | Path | None = None, *,
+                 store: CatalogStore | None = None):
+        self.store = store or CatalogStore(url)
         _metadata.create_all(self.store.engine)
         self._sp_folder = Path(sp_folder).resolve() if sp_folder is not None else _default_sp_folder(self.store.url)
 
+    @classmethod
+    def existing(cls, url: str | None = None, sp_folder: str | Path | None = None) -> "AuthorizationServer":
+        """The server of a store that exists and holds a catalog (for the CLI's grant and
+        revoke); raises :class:`~streamwarden.catalog.store.NoStore` and creates nothing otherwise."""
+        return cls(sp_folder=sp_folder, store=CatalogStore.existing(url))
+
     @property
     def sp_folder(self) -> Path:
-        """Where the access SPs go (one file each); created when first needed."""
+        """Where the access SPs go (one file each); created when first needed, private to its owner."""
         if self._sp_folder is None:
             raise StreamwardenError(f"the store {self.store.url} is not a SQLite file: name the folder its access "
                                     "SPs go to (sp_folder=...)")
-        self._sp_folder.mkdir(parents=True, exist_ok=True)
+        private_dir(self._sp_folder)
         return self._sp_folder
+
+    # -- what changes may name ------------------------------------------------------------
+    def register(self, queries: Iterable[RegisteredQuery], catalog: "Catalog | None" = None) -> None:
+        """Record the network's queries (ids and listed users), and store ``catalog`` with them
+        (its live action values kept), so that changes can be checked against both. A query
+        registered before keeps its id; its listed users are replaced."""
+        queries = list(queries)
+        for q in queries:
+            check_name("query id", q.id)
+            for user in q.users:
+                check_name("user", user)
+        if catalog is not None and catalog.text:
+            self.store.save(catalog)
+        now = datetime.now(timezone.utc)
+        with self.store.engine.begin() as conn:
+            known = {row.id for row in conn.execute(select(_registered.c.id))}
+            for q in queries:
+                users = json.dumps(list(q.users))
+                if q.id in known:
+                    conn.execute(update(_registered).where(_registered.c.id == q.id).values(users=users,
+                                                                                            registered_at=now))
+                else:
+                    conn.execute(insert(_registered).values(id=q.id, users=users, registered_at=now))
+
+    def registered(self) -> dict[str, tuple[str, ...]]:
+        """Registered query id -> the users listed for it."""
+        with self.store.engine.connect() as conn:
+            return {row.id: tuple(json.loads(row.users)) for row in conn.execute(select(_registered))}
+
+    def check(self, query: str, user: str, *, strict: bool = False) -> list[str]:
+        """Refuse a change naming an unregistered query or an unknown user (raises
+        :class:`~streamwarden.catalog.store.UnknownName`); returns notes on what is accepted
+        but has no effect (a user not listed for the query). With no query registered the
+        check passes, unless ``strict`` (the CLI), which then refuses."""
+        check_name("query id", query)
+        check_name("user", user)
+        registered = self.registered()
+        if not registered:
+            if strict:
+                raise UnknownName(f"unknown query {query!r}: the store {self.store.url} has no registered query "
+                                  f"(register them with `streamwarden network register QUERIES.yaml --catalog "
+                                  f"CATALOG --store {self.store.url}`, or start the network)")
+            return []
+        if query not in registered:
+            raise UnknownName(f"unknown query {query!r}: the store {self.store.url} has registered "
+                              f"{', '.join(sorted(registered))}")
+        users = self.store.users() or frozenset(u for listed in registered.values() for u in listed)
+        if user not in users:
+            raise UnknownName(f"unknown user {user!r}: the catalog in {self.store.url} declares "
+                              f"{', '.join(sorted(users)) or 'no users'}")
+        if user not in registered[query]:
+            return [f"{user} is not listed for {query} (listed: {', '.join(registered[query])}): the change is "
+                    "recorded, but gives no access unless QUERIES.yaml lists them"]
+        return []
 
     def publish(self) -> int:
         """Write every recorded change that has no SP file yet (after a crash between the two); returns how many."""
@@ -86,16 +168,21 @@ class AuthorizationServer:
         """Grant ``user`` access to ``query`` from ``ts`` (default: now), until ``until`` if given."""
         if until is not None and _time(until) <= _time(ts):
             raise StreamwardenError(f"a grant must expire after it starts ({until} is not after {ts or 'now'})")
+        self.check(query, user)
         self._record(query, user, True, ts)
         if until is not None:
             self._record(query, user, False, until)
 
     def revoke(self, query: str, user: str, ts: str | datetime | None = None) -> None:
+        self.check(query, user)
         self._record(query, user, False, ts)
 
     def load(self, changes: tuple[AccessChange, ...] | list[AccessChange]) -> None:
         """Append changes (e.g. an access-change file) in their order."""
-        for c in sorted(changes, key=lambda c: c.line):
+        ordered = sorted(changes, key=lambda c: c.line)
+        for c in ordered:
+            self.check(c.query, c.user)
+        for c in ordered:
             self._record(c.query, c.user, c.grant, c.ts)
 
     def changes(self) -> tuple[AccessChange, ...]:
@@ -118,7 +205,8 @@ class AuthorizationServer:
                   "query": change.query, "user": change.user, "sign": "+" if change.grant else "-"}
         target = self.sp_folder / _sp_name(change.line)
         hidden = target.with_name("." + target.name)  # Spark's file source skips names starting with '.'
-        hidden.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        with open_private(hidden) as handle:  # 0600: everyone's grants are no user's to read
+            handle.write(json.dumps(record) + "\n")
         os.replace(hidden, target)
 
 

@@ -7,7 +7,9 @@ users with the same roles share one job; its rows carry their event time (the la
 ``ts`` of a joined pair, a window's end for an aggregate).
 A user's rows are those whose event time falls in one of their grant periods
 (:func:`streamwarden.network.registry.grant_intervals`), written to
-``DIR/<user>/<query id>.jsonl`` (an empty file when they receive nothing).
+``DIR/<user>/<query id>.jsonl`` (an empty file when they receive nothing), built by
+:func:`streamwarden.names.safe_path` (nothing leaves ``DIR``), each user's folder 0700 and
+each file 0600.
 
     >>> # replay_network(spark, catalog, queries, changes, {"Stream1": "s1.jsonl"}, "out")
 """
@@ -24,6 +26,7 @@ from streamwarden.catalog.model import Catalog
 from streamwarden.engine.compiler import EVENT
 from streamwarden.engine.execute import build_job, input_errors, ordered_lines, write_lines
 from streamwarden.language.parser import parse_query
+from streamwarden.names import check_name, private_dir, safe_path
 from streamwarden.network.registry import AccessChange, RegisteredQuery, grant_intervals
 from streamwarden.passes import SecurityOptions, secure
 from streamwarden.plan.nodes import Node
@@ -33,7 +36,7 @@ def replay_network(spark: SparkSession, catalog: Catalog, queries: Sequence[Regi
                    changes: Sequence[AccessChange], inputs: Mapping[str, str | Path],
                    output_dir: str | Path) -> dict[tuple[str, str], int]:
     """Write each listed user's rows of each query; returns the row count per (user, query)."""
-    output = Path(output_dir)
+    output = private_dir(output_dir)
     written: dict[tuple[str, str], int] = {}
     options = SecurityOptions(grants_decide=True)
     for q in queries:
@@ -41,7 +44,9 @@ def replay_network(spark: SparkSession, catalog: Catalog, queries: Sequence[Regi
         compiled: dict[tuple[tuple[str, Node], ...], DataFrame | None] = {}  # users with equal graphs share one
         for user in q.users:
             periods = grant_intervals(changes, q.id, user)
-            target = output / user / f"{q.id}.jsonl"
+            # Names were checked where they entered (catalog, QUERIES.yaml); the path is checked again.
+            target = safe_path(output, check_name("user", user), f"{check_name('query id', q.id)}.jsonl")
+            private_dir(target.parent, tighten=True)  # the user's folder: its owner's only (0700)
             frame = None
             if periods:
                 rewriting = secure(catalog, user, q.query, options)
