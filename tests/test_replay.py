@@ -135,7 +135,8 @@ def test_broken_record_names_file_and_record(spark, drill_catalog, tmp_path, cap
                  "--input", f"Position={path}", "--output", str(out)])
     assert code == 2
     (err,) = capsys.readouterr().err.strip().splitlines()
-    assert "broken record in stream Position" in err and "Position.jsonl" in err and '"SID": "one"' in err
+    assert "broken record in stream Position" in err and "Position.jsonl" in err
+    assert '"one"' not in err  # never quoted: whoever reads the error may not be allowed to see the record
     assert not out.exists()
 
 
@@ -208,4 +209,4 @@ def test_iso_timestamp_variants_and_rejects(spark, tmp_path) -> None:
 
     with pytest.raises(InputError) as info:
         api.replay(catalog, "u", "SELECT v FROM S", {"S": str(bad)}, spark=spark)
-    assert str(info.value).endswith('bad.jsonl: {"ts": "March 1st", "v": 5}')
+    assert str(info.value).endswith("bad.jsonl") and "March" not in str(info.value)

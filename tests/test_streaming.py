@@ -115,7 +115,7 @@ def test_broken_record_stops_the_run_and_loses_nothing(spark, drill_catalog, tmp
     query = "SELECT ts, SID, Pos FROM Position"
     (incoming / "part-1.jsonl").write_text('{"ts": "2026-03-01T10:00:30Z", "SID": "two", "Pos": 1.0}\n')
     stream = api.run(drill_catalog, "paul", query, {"Position": incoming}, str(sink), **options)
-    with pytest.raises(InputError, match=r'broken record in stream Position .*part-1.jsonl: .*"SID": "two"'):
+    with pytest.raises(InputError, match=r"broken record in stream Position .*part-1.jsonl$"):
         with input_errors():
             stream.awaitTermination()
     assert len(read_sink(spark, sink)) == 1  # the first file's row was committed before the failure

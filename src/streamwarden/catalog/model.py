@@ -127,9 +127,6 @@ class Policy:
     aggregate_args: str = "attributes"  # or "expressions": may the aggregate read SUM(x * x), not only SUM(x)?
     min_group: int | None = None  # an aggregate row over fewer tuples is withheld
 
-    def grants(self, attribute: str) -> bool:
-        return self.attributes is None or attribute in self.attributes
-
     def describe(self) -> str:
         atts = "*" if self.attributes is None else ", ".join(self.attributes)
         text = f"{self.id}: {self.subject} may {self.privilege} {atts} of {' x '.join(self.streams)}"

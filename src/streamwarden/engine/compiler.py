@@ -149,9 +149,11 @@ def _rows_value(call: AggCall, column: str) -> SparkColumn:
     if not call.granted:
         return F.lit(None).cast(SPARK_TYPES.get(call.dtype, "double"))
     value = F.col(column)
+    # try_cast: a continuous window's sums travel as doubles; one beyond a bigint is NULL (as
+    # try_sum makes it in replay), never a CAST_OVERFLOW that stops the query.
     if call.arg is not None and call.arg.dtype == "timestamp" and call.func in ("min", "max"):
-        return F.timestamp_micros(value.cast("bigint"))
-    return value.cast(SPARK_TYPES.get(call.dtype, "double"))
+        return F.timestamp_micros(value.try_cast("bigint"))
+    return value.try_cast(SPARK_TYPES.get(call.dtype, "double"))
 
 
 class _Compiler(_RowsWindows):

@@ -6,16 +6,18 @@ continuous run (``readStream``, new files picked up as they land), so both see t
 typed columns.
 
 Broken records fail closed and loudly: a line that is not JSON, has a value of the wrong
-type or lacks ``ts`` stops the job with an error naming the file and the record, raised
-by a Spark SQL expression (no Python per tuple). Nothing already written is lost: a
-continuous run resumes from its checkpoint once the file is fixed.
+type or out of its type's range, a time outside the years 1..9999, or lacks ``ts`` stops
+the job with an error naming the file and the problem, raised by a Spark SQL expression
+(no Python per tuple). The error never quotes the record: whoever reads it may not be
+allowed to see that tuple. Nothing already written is lost: a continuous run resumes
+from its checkpoint once the file is fixed.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
@@ -25,6 +27,23 @@ from streamwarden.errors import InputError
 
 CORRUPT = "_corrupt_record"
 JSON_SUFFIXES = (".jsonl", ".json")
+
+
+#: Spark's readers accept "+10000-01-01T00:00:00Z"; Python, the output format and the
+#: prover (years 1..9999) do not, so such a time is a broken record, not a crash later.
+LAST_MICROSECOND = 253_402_300_799_999_999
+
+
+def time_out_of_range(stream: StreamDef, record: Column | None = None) -> Column | None:
+    """A problem text when a timestamp attribute of ``stream`` (a column, or a field of the
+    parsed ``record``) lies outside the years 1..9999."""
+    problem = None
+    for name, dtype in reversed(stream.schema):
+        if dtype == "timestamp":
+            micros = F.unix_micros(F.col(name) if record is None else record[name])
+            bad = (micros < F.lit(-62_135_596_800_000_000)) | (micros > F.lit(LAST_MICROSECOND))
+            problem = F.when(bad, F.lit(f"{name} is outside the years 1 to 9999")).otherwise(problem)
+    return problem
 
 
 def catalog_schema(stream: StreamDef, *, corrupt_column: bool = False) -> StructType:
@@ -87,13 +106,13 @@ def _json(spark: SparkSession, stream: StreamDef, path: str, streaming: bool, gl
         .option("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS][XXX]")
         .json(path)
     )
-    record = F.coalesce(F.col(CORRUPT), F.to_json(F.struct(*[F.col(n) for n, _ in stream.schema])))
-    problem = (
+    problem = F.coalesce(
         F.when(F.col(CORRUPT).isNotNull(), F.lit("not valid JSON of the catalog's types"))
-        .when(F.col("ts").isNull(), F.lit("record has no ts"))
+        .when(F.col("ts").isNull(), F.lit("record has no ts")),
+        time_out_of_range(stream),
     )
     message = F.concat(F.lit(f"broken record in stream {stream.name} ("), problem, F.lit(") in "),
-                       F.input_file_name(), F.lit(": "), record)
+                       F.input_file_name())
     checked = frame.filter(F.when(problem.isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
     return checked.select(*[F.col(n) for n, _ in stream.schema])
 
@@ -108,9 +127,17 @@ def _parquet(spark: SparkSession, stream: StreamDef, path: str, streaming: bool,
         missing = [n for n, _ in stream.schema if n not in frame.columns]
         if missing:
             raise InputError(f"parquet input {path} for stream {stream.name} lacks {', '.join(missing)}")
-    message = F.concat(F.lit(f"broken record in stream {stream.name} (record has no ts) in "), F.input_file_name())
-    frame = frame.filter(F.when(F.col("ts").isNull(), F.raise_error(message)).otherwise(F.lit(True)))
-    return frame.select(*[F.col(n).cast(SPARK_TYPES[t]).alias(n) for n, t in stream.schema])
+    # try_cast, then refuse what did not fit: a hidden row's value out of the catalog's type
+    # must neither stop the job with Spark's CAST_OVERFLOW nor appear in the message.
+    typed = frame.select(*[F.col(n).try_cast(SPARK_TYPES[t]).alias(n) for n, t in stream.schema],
+                         *[F.col(n).isNotNull().alias(f"__had_{n}") for n, _ in stream.schema])
+    problem: Column | None = time_out_of_range(stream)
+    for n, t in reversed(stream.schema):
+        problem = F.when(F.col(f"__had_{n}") & F.col(n).isNull(), F.lit(f"{n} does not fit a {t}")).otherwise(problem)
+    problem = F.when(F.col("ts").isNull() & ~F.col("__had_ts"), F.lit("record has no ts")).otherwise(problem)
+    message = F.concat(F.lit(f"broken record in stream {stream.name} ("), problem, F.lit(") in "), F.input_file_name())
+    checked = typed.filter(F.when(problem.isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
+    return checked.select(*[F.col(n) for n, _ in stream.schema])
 
 
 def ordered_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool) -> DataFrame:
@@ -125,17 +152,16 @@ def ordered_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, s
     if path.suffix == ".parquet" or (path.is_dir() and any(p.suffix == ".parquet" for p in path.iterdir())):
         raise InputError(f"stream {stream.name} is read by a [ROWS n] window, which needs JSON-lines input "
                          f"(its arrival order); {path} holds parquet")
-    lines = punctuated_lines(spark, path, streaming=streaming)
+    lines = punctuated_lines(spark, path, streaming=streaming, stream=stream.name)
     options = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS][XXX]", "mode": "PERMISSIVE",
                "columnNameOfCorruptRecord": CORRUPT}
     record = F.from_json("_text", catalog_schema(stream, corrupt_column=True), options)
     frame = lines.withColumn("_r", record)
     r = F.col("_r")
-    problem = (F.when(r.isNull() | r[CORRUPT].isNotNull(), F.lit("not valid JSON of the catalog's types"))
-               .when(r["ts"].isNull(), F.lit("record has no ts")))
+    problem = F.coalesce(F.when(r.isNull() | r[CORRUPT].isNotNull(), F.lit("not valid JSON of the catalog's types"))
+                         .when(r["ts"].isNull(), F.lit("record has no ts")), time_out_of_range(stream, r))
     where = F.concat(F.regexp_replace("_file", "^file:", ""), F.lit(":"), F.col("_line").cast("string"))
-    message = F.concat(F.lit(f"broken record in stream {stream.name} ("), problem, F.lit(") at "), where,
-                       F.lit(": "), F.col("_text"))
+    message = F.concat(F.lit(f"broken record in stream {stream.name} ("), problem, F.lit(") at "), where)
     checked = frame.filter(F.when(problem.isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
     return checked.select(*[r[n].alias(n) for n, _ in stream.schema],
                           F.struct(F.col("_file").alias("file"), F.col("_line").alias("line")).alias("_arrival"))

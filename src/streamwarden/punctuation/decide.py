@@ -66,8 +66,10 @@ def access_mask(governing: Column, key: Column, key_dtype: str, *, grant_only: b
     ``from_json(_gov, GOVERNING)``; NULL when the shield denied the tuple)."""
     sps = governing
     text = key.cast("string")
+    # try_cast: Java's regex \s takes characters (U+0085, ...) that a cast rejects, and a
+    # provider's key must never stop the job (or quote itself in an error) for anyone.
     number = key.cast("double") if key_dtype in ("int", "long", "double") else F.when(
-        text.rlike(_NUMBER), text.cast("double"))
+        text.rlike(_NUMBER), text.try_cast("double"))
 
     def union_of(positive: bool) -> Column:
         def step(acc: Column, s: Column) -> Column:

@@ -65,11 +65,13 @@ def arrival_order(batch: pd.DataFrame) -> pd.DataFrame:
     return batch.sort_values(["_file", "_line"], kind="stable")
 
 
-def shielded(shield: Shield, batch: pd.DataFrame, encode: SpEncoder, integers: Iterable[str] = ()) -> pd.DataFrame:
+def shielded(shield: Shield, batch: pd.DataFrame, encode: SpEncoder, integer_texts: Iterable[str] = ()) -> pd.DataFrame:
     """Run ``shield`` over one batch of one provider's records; the tuples with ``_gov``.
 
-    ``integers`` name integer attributes: pandas holds them as floats when SP records
-    (which lack them) share the batch, and they must leave as integers again. An SP
+    The tuples' attributes pass through untouched. ``integer_texts`` name the integer attributes,
+    which cross Python as their decimal text (see
+    :func:`streamwarden.punctuation.reader.shielded_input`): a column of them that is NULL
+    throughout a batch reaches pandas as float NaN and must leave as text again. An SP
     whose pattern does not parse stops the job, naming its file and line.
     """
     batch = arrival_order(batch)
@@ -88,9 +90,14 @@ def shielded(shield: Shield, batch: pd.DataFrame, encode: SpEncoder, integers: I
             shield.on_sp(SpCode(float(pts[position]), int(sns[position]), code))
         start = position + 1
     tuples = batch.loc[~is_sp].drop(columns=list(CONTROL))
-    for name in integers:
-        tuples[name] = tuples[name].astype("Int64")
     tuples[GOV] = governing[~is_sp]
+    # Text columns leave as Python objects with None for NULL: a column NULL throughout the
+    # batch (a provider whose tuples all lack an attribute, or all denied: no _gov) would
+    # otherwise be float NaN, which PySpark cannot turn into a string column.
+    for name in tuples.columns:
+        if name in integer_texts or name == GOV or isinstance(tuples[name].dtype, (pd.StringDtype, pd.ArrowDtype)):
+            values = tuples[name].to_numpy(dtype=object, na_value=None)
+            tuples[name] = pd.Series(values, index=tuples.index, dtype=object)
     return tuples
 
 
@@ -132,7 +139,7 @@ class ShieldConfig:
     stream: str
     attributes: tuple[str, ...]
     roles: frozenset[str]
-    integers: tuple[str, ...]
+    texts: frozenset[str] = frozenset()  # integer attributes, carried as decimal text
 
     def encoder(self) -> SpEncoder:
         return SpEncoder(self.stream, self.attributes, self.roles)
@@ -145,7 +152,7 @@ def replay_shield(config: ShieldConfig):  # type: ignore[no-untyped-def]
     def run(batch: pd.DataFrame) -> pd.DataFrame:
         if not encoders:
             encoders.append(config.encoder())
-        return shielded(Shield(), batch, encoders[0], config.integers)
+        return shielded(Shield(), batch, encoders[0], config.texts)
     return run
 
 
@@ -171,7 +178,7 @@ class ContinuousShield(StatefulProcessor):
         if chunks:
             batch = pd.concat(chunks, ignore_index=True)
             batch.columns = self.columns  # PySpark renames columns that start with "_" to _0, _1, ...
-            yield shielded(shield, batch, self.encode, self.config.integers)
+            yield shielded(shield, batch, self.encode, self.config.texts)
         self.state.update((shield.snapshot(lambda s: s.to_record()),))
 
     def close(self) -> None:

@@ -25,7 +25,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 
 from streamwarden.catalog.model import StreamDef
 from streamwarden.engine.columns import SPARK_TYPES
-from streamwarden.engine.sources import CORRUPT, catalog_schema
+from streamwarden.engine.sources import CORRUPT, catalog_schema, time_out_of_range
 from streamwarden.punctuation.decide import sp_problem
 from streamwarden.punctuation.files import punctuated_lines
 from streamwarden.punctuation.kernel import GOV, SP_TEXT, ContinuousShield, ShieldConfig, replay_shield
@@ -43,7 +43,7 @@ SP_COLUMNS = ("streams", "tuples", "attributes", "roles", "sign", "immutable", "
 def read_punctuated(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool = False) -> DataFrame:
     """Every record of ``path``: ``_file``, ``_line``, ``_text``, ``_is_sp``, ``_sp`` (the SP
     fields), ``_seq``, ``sp_ts``/``sp_csn``, the stream's attributes and ``_broken``."""
-    lines = punctuated_lines(spark, path, streaming=streaming)
+    lines = punctuated_lines(spark, path, streaming=streaming, stream=stream.name)
     base = catalog_schema(stream, corrupt_column=True)
     fields = StructType(list(base.fields) + [f for f in _SP_FIELDS.fields if f.name not in base.fieldNames()])
     parsed = F.from_json("_text", fields, {"timestampFormat": TIMESTAMPS, "mode": "PERMISSIVE",
@@ -58,6 +58,7 @@ def read_punctuated(spark: SparkSession, stream: StreamDef, path: str | Path, *,
         .when(r["kind"].isNotNull() & ~is_sp, F.concat(F.lit("unknown kind "), r["kind"]))
         .when(r["ts"].isNull(), F.lit("record has no ts"))
     )
+    broken = F.coalesce(broken, time_out_of_range(stream, r))
     if provider is not None:
         broken = F.coalesce(broken, F.when(r[provider].isNull(), F.lit(f"record lacks the provider attribute {provider}")))
     return frame.select(
@@ -68,10 +69,10 @@ def read_punctuated(spark: SparkSession, stream: StreamDef, path: str | Path, *,
 
 
 def failing_on_broken(frame: DataFrame, stream: StreamDef) -> DataFrame:
-    """Stop the job at a broken record with one message naming file, line and record."""
+    """Stop the job at a broken record with one message naming its file, line and problem."""
     where = F.concat(F.regexp_replace("_file", "^file:", ""), F.lit(":"), F.col("_line").cast("string"))
-    message = F.concat(F.lit(f"broken record in stream {stream.name} ("), F.col("_broken"), F.lit(") at "), where,
-                       F.lit(": "), F.col("_text"))
+    # The record's text is not quoted: whoever reads the error may not be allowed to see it.
+    message = F.concat(F.lit(f"broken record in stream {stream.name} ("), F.col("_broken"), F.lit(") at "), where)
     return frame.filter(F.when(F.col("_broken").isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
 
 
@@ -83,21 +84,29 @@ def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, rol
     frame = failing_on_broken(frame, stream)
     provider = stream.punctuated_by
     group: Column = F.col(provider).cast("string") if provider else F.lit("")
-    config = ShieldConfig(stream.name, stream.attributes, frozenset(roles),
-                          tuple(name for name, dtype in stream.schema if dtype in ("int", "long")))
+    # Integers cross Python as their decimal text: pandas would hold a column of longs with
+    # NULLs (the SP records lack them) as float64, rounding values above 2^53 and failing
+    # on 2^63 - 1, so a hidden provider's extreme value could stop every query.
+    integers = frozenset(name for name, dtype in stream.schema if dtype in ("int", "long"))
+    config = ShieldConfig(stream.name, stream.attributes, frozenset(roles), integers)
     config.encoder()  # fail here, not in a worker, on a schema SP masks cannot hold
     control = frame.select(
         group.alias("_g"), "_file", "_line", "_seq", "_is_sp",
         F.when(F.col("_is_sp"), F.unix_micros("ts")).alias("_pts"), F.col("_sp.sn").alias("_sn"),
         *[F.col(f"_sp.{name[1:]}").alias(name) for name in SP_TEXT],
         F.unix_micros("sp_ts").alias("_tts"), F.col("sp_csn").alias("_tcsn"),
-        *[F.col(name) for name, _ in stream.schema],
+        *[F.col(name).cast("string").alias(name) if name in integers else F.col(name) for name, _ in stream.schema],
     )
-    schema = ", ".join(f"`{name}` {SPARK_TYPES[dtype]}" for name, dtype in stream.schema) + f", {GOV} string"
+    schema = ", ".join(f"`{name}` {'string' if name in integers else SPARK_TYPES[dtype]}"
+                       for name, dtype in stream.schema) + f", {GOV} string"
     grouped = control.groupBy("_g")
     if streaming:  # needs the RocksDB state store (see streamwarden.engine.execute.start_stream)
-        return grouped.transformWithStateInPandas(ContinuousShield(tuple(control.columns), config), schema, "Append", "None")
-    return grouped.applyInPandas(replay_shield(config), schema)
+        shielded = grouped.transformWithStateInPandas(ContinuousShield(tuple(control.columns), config), schema,
+                                                      "Append", "None")
+    else:
+        shielded = grouped.applyInPandas(replay_shield(config), schema)
+    return shielded.select(*[F.col(name).cast(SPARK_TYPES[dtype]).alias(name) if name in integers else F.col(name)
+                             for name, dtype in stream.schema], GOV)
 
 
 def unshielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool) -> DataFrame:
