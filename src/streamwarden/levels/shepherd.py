@@ -34,19 +34,19 @@ def guarded(frame: DataFrame, stream: StreamDef, lattice: Lattice, level: Level,
     The tuples put at the top for an unknown source are counted: in a replay by the
     returned one-row frame (``tuples``, ``unknown_source``; a separate job, run only
     when the report asks), in a continuous run as the observed metric
-    ``levels_<stream><tag>`` of each micro-batch's progress.
+    ``levels_<stream><tag>`` of each micro-batch's progress. Both count only the tuples
+    the level dominates: whoever reads them runs at that level, and a count of invisible
+    tuples (how many came from unknown sources, at the top) would describe data above it.
     """
     source = stream.level_source if isinstance(stream.level_source, LevelSource) else None
     levelled = frame.withColumn(LEVEL, shepherd_level(source, lattice))
+    visible = levelled.filter(visible_at(F.col(LEVEL), level))
     metrics = [F.count(F.lit(1)).alias("tuples"),
                F.coalesce(F.sum(unknown_source(source, lattice, F.col(LEVEL)).cast("long")), F.lit(0))
                .alias("unknown_source")]
     if streaming:
-        levelled = levelled.observe(observation_name(stream.name, tag), *metrics)
-        counts = None
-    else:
-        counts = levelled.agg(*metrics)
-    return levelled.filter(visible_at(F.col(LEVEL), level)), counts
+        return visible.observe(observation_name(stream.name, tag), *metrics), None
+    return visible, visible.agg(*metrics)
 
 
 __all__ = ["LEVEL", "guarded", "observation_name"]

@@ -154,15 +154,14 @@ def _window_tuples(window: Window | None, stat: PolicyStats | None) -> float | N
 def _scjoin(join: Join, left: Shield, right: Shield, strategy: str, stats: Mapping[str, PolicyStats]) -> Node | None:
     reason = strategy
     if strategy == "adaptive":
-        paper, why = scjoin_strategy(join, left, right, stats)
         # On Spark, Catalyst pushes a lifted shield's filter (one input's columns) below the
         # join, so probe-and-filter runs as filter-and-probe plus masked join keys and a second
         # decoding of the governing SPs: measured slower at every point of bench/results
         # (Fig. 16), even planned without push-down. Adaptive therefore filters first here.
+        # Section 5.4's heuristic (scjoin_strategy) is not shown: its numbers describe every
+        # provider's policies, which the user may not see (issue 11, class 5).
         strategy = "filter-and-probe"
-        reason = (f"adaptive: {why}" if paper == strategy else
-                  f"adaptive: section 5.4 says {paper} ({why}), but on Spark a lifted shield's filter is pushed "
-                  "below the join, so probe-and-filter costs more: filter-and-probe")
+        reason = "adaptive: filter-and-probe (on Spark it is never slower)"
     if strategy == "filter-and-probe":
         return replace(join, left=replace(left, reason=f"{left.reason}; SCJoin {reason}"),
                        right=replace(right, reason=f"{right.reason}; SCJoin {reason}"))
