@@ -10,6 +10,10 @@ same query would return without access control). Part two (security punctuations
 :mod:`streamwarden.demo.health`. Part three (security levels): see
 :mod:`streamwarden.demo.cloud`. Part four (shared networks with privacy switches): see
 :mod:`streamwarden.demo.network`.
+
+Spark's own output goes to ``logs/spark.log`` in the demo's folder
+(:mod:`streamwarden.demo.quiet`), and the demo leaves there the catalogs and inputs
+README's commands use (:mod:`streamwarden.demo.samples`).
 """
 
 from __future__ import annotations
@@ -26,10 +30,11 @@ from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import CatalogStore, sqlite_url
 from streamwarden.datagen import generate_drill
 from streamwarden.engine.execute import build_job, read_sink, start_stream, unsecured_frame
-from streamwarden.engine.session import get_spark
 from streamwarden.demo.cloud import run_cloud_demo
-from streamwarden.demo.health import quiet_stderr, run_health_demo
+from streamwarden.demo.health import run_health_demo
 from streamwarden.demo.network import run_network_demo
+from streamwarden.demo.quiet import start_spark, step
+from streamwarden.demo.samples import NAMES, write_samples
 from streamwarden.passes import secure
 
 QUERIES = [
@@ -53,7 +58,8 @@ def run_demo(workdir: Path, *, soldiers: int = 40, minutes: float = 20.0) -> int
     store = CatalogStore(sqlite_url(workdir / "catalog.db"))
     store.save(catalog)
     console.print(f"catalog: {len(catalog.policies)} policies for {', '.join(catalog.users)}; store {store.url}")
-    spark = get_spark()
+    write_samples(workdir)
+    spark = start_spark(workdir / "logs", console)
     inputs = {"Position": str(data / "Position"), "Health": str(data / "Health")}
     results = []
     for user, role, query in QUERIES:
@@ -62,6 +68,7 @@ def run_demo(workdir: Path, *, soldiers: int = 40, minutes: float = 20.0) -> int
         for g in rewriting.graphs:
             state = "deployed" if g.deployed else f"not deployed: {g.reason}"
             console.print(f"  {g.id} via {g.kind}, enforcing {', '.join(g.policies)} — {state}")
+        step(console, f"  running {user}'s query continuously over the drill's files, one file per micro-batch")
         job = build_job(spark, catalog, rewriting, inputs, streaming=True, store_url=store.url,
                         max_files_per_trigger=1)
         sink = workdir / "out" / user
@@ -77,6 +84,7 @@ def run_demo(workdir: Path, *, soldiers: int = 40, minutes: float = 20.0) -> int
             seen = len(progress)
         if stream.exception():
             raise RuntimeError(str(stream.exception()))
+        step(console, "  counting what the same query returns without access control")
         delivered = len(read_sink(spark, sink)) if any(sink.glob("*.json")) else 0
         authorized = build_job(spark, catalog, rewriting, inputs, streaming=False).union()
         complete = authorized.count() if authorized is not None else 0
@@ -94,12 +102,16 @@ def run_demo(workdir: Path, *, soldiers: int = 40, minutes: float = 20.0) -> int
                   "rows withheld: rows the same query returns without access control that the user may not see.\n"
                   f"Results are JSON files under {workdir / 'out'}; 'streamwarden explain' tells why.")
     console.rule("[bold]security punctuations: patients stream their own policies (Fig. 6)")
-    with quiet_stderr():  # PySpark's transformWithState worker prints every call on stderr
-        run_health_demo(workdir, console)
+    run_health_demo(workdir, console)
     console.rule("[bold]security levels: the cloud's auditing tiers behind a Chinese Wall")
-    with quiet_stderr():
-        run_cloud_demo(workdir, console)
+    run_cloud_demo(workdir, console)
     console.rule("[bold]shared operators with privacy switches: access granted and revoked while queries run")
-    with quiet_stderr():
-        run_network_demo(workdir, console)
+    run_network_demo(workdir, console)
+    console.rule("[bold]your turn")
+    console.print(f"README's commands (\"Using it\" and on) run in {workdir}, on the files the demo left there: "
+                  f"{', '.join(NAMES)}.\n"
+                  "  source .venv/bin/activate    # puts streamwarden on the PATH (or call .venv/bin/streamwarden)\n"
+                  f"  cd {workdir}\n"
+                  "  streamwarden check drill.yaml\n"
+                  f"Spark's log: {workdir / 'logs' / 'spark.log'}", highlight=False)
     return 0

@@ -21,10 +21,11 @@ from rich.table import Table
 from streamwarden.api import run_levels
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import sqlite_url
-from streamwarden.datagen.cloud import message_log
+from streamwarden.datagen.cloud import CloudAudit, message_log
 from streamwarden.engine.session import get_spark
 from streamwarden.levels.lattice import Lattice
 from streamwarden.levels.processors import LevelQuery, read_query_output
+from streamwarden.demo.quiet import step
 
 SEND_B = 'msgType = "send" AND receiver = "CompanyB"'
 QUERIES = [
@@ -54,8 +55,13 @@ QUERIES = [
 FILES = 3
 
 
+def audit_log(minutes: float = 6.0) -> CloudAudit:
+    """The demo's MessageLog (README's ``data/MessageLog.jsonl`` too)."""
+    return message_log(minutes=minutes, services=6, rate_per_s=2.0, unknown_fraction=0.01, seed=7)
+
+
 def run_cloud_demo(workdir: Path, console: Console, *, minutes: float = 6.0) -> None:
-    audit = message_log(minutes=minutes, services=6, rate_per_s=2.0, unknown_fraction=0.01, seed=7)
+    audit = audit_log(minutes)
     data, staging = workdir / "cloud" / "MessageLog", workdir / "cloud-staging"
     data.mkdir(parents=True, exist_ok=True)
     staging.mkdir(parents=True, exist_ok=True)
@@ -73,6 +79,7 @@ def run_cloud_demo(workdir: Path, console: Console, *, minutes: float = 6.0) -> 
     out = workdir / "cloud-out"
     for part in range(FILES):  # each file: the processors pick it up and stop (checkpoints carry on)
         shutil.copy(staging / f"part-{part:05d}.jsonl", data)
+        step(console, f"  file {part + 1}/{FILES}: one processor per level reads it, then stops")
         started = time.monotonic()
         processors = run_levels(catalog, queries, {"MessageLog": data}, out,
                                 store_url=sqlite_url(workdir / "cloud-catalog.db"), spark=spark, available_now=True)
@@ -92,6 +99,7 @@ def run_cloud_demo(workdir: Path, console: Console, *, minutes: float = 6.0) -> 
     for tier, q in QUERIES:
         level = str(lattice.parse(q.level) if q.level else catalog.clearance(q.user))
         by_level.setdefault(level, []).append((tier, q))
+    step(console, "reading what each query delivered")
     delivered = {q.id: read_query_output(spark, out, q.id) for q in queries}
     for level, members in by_level.items():
         at = lattice.parse(level)

@@ -9,14 +9,10 @@ NULL) or withheld, and how one patient's policy change showed up in the results.
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 import time
-from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Iterator
 
 from rich.console import Console
 from rich.table import Table
@@ -26,6 +22,7 @@ from streamwarden.catalog.store import CatalogStore, sqlite_url
 from streamwarden.datagen.punctuated import health_records, write_jsonl
 from streamwarden.engine.execute import build_job, read_sink, start_stream, unsecured_frame
 from streamwarden.engine.session import get_spark
+from streamwarden.demo.quiet import step
 from streamwarden.explain import shields_of
 from streamwarden.passes import secure
 
@@ -56,6 +53,7 @@ def run_health_demo(workdir: Path, console: Console, *, patients: int = 8, minut
     store.save(catalog)
     spark = get_spark()
     inputs = {stream: str(data / stream) for stream in records}
+    step(console, f"starting {len(QUERIES)} continuous queries, each through the Security Shield")
     streams = {}
     for user, role, query in QUERIES:
         rewriting = secure(catalog, user, query)
@@ -67,11 +65,13 @@ def run_health_demo(workdir: Path, console: Console, *, patients: int = 8, minut
     for part in range(BATCHES):
         for stream in records:
             shutil.copy(staging / stream / f"part-{part:05d}.jsonl", data / stream)
+        step(console, f"  file {part + 1}/{BATCHES} of every stream arrived; the queries process it")
         started = time.monotonic()
         for _, _, stream in streams.values():
             stream.processAllAvailable()
         console.print(f"  file {part + 1}/{BATCHES} of every stream processed by {len(streams)} continuous queries "
                       f"in {time.monotonic() - started:.1f} s")
+    step(console, "comparing with the same queries without access control")
     table = Table(title="What each user received from the patients' own policies")
     for column in ("user", "role", "rows delivered", "attributes hidden", "rows withheld"):
         table.add_column(column, justify="left" if column in ("user", "role") else "right")
@@ -84,20 +84,6 @@ def run_health_demo(workdir: Path, console: Console, *, patients: int = 8, minut
         table.add_row(user, role, str(len(rows)), str(hidden), str(unsecured - len(rows)))
     console.print(table)
     _policy_change(console, records["HeartRate"], workdir / "out" / "carol", spark)
-
-
-@contextmanager
-def quiet_stderr() -> Iterator[None]:
-    """Send the process's stderr (the JVM's too: they share the descriptor) to /dev/null."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with open(os.devnull, "w") as devnull:
-        os.dup2(devnull.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 def _policy_change(console: Console, heart: list[dict], sink: Path, spark) -> None:  # type: ignore[no-untyped-def]

@@ -17,7 +17,9 @@ import time
 from datetime import datetime, timedelta, timezone
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
+from pyspark.sql import DataFrame
 from rich.console import Console
 from rich.table import Table
 
@@ -29,6 +31,7 @@ from streamwarden.network.draw import draw
 from streamwarden.network.optimizer import network_text
 from streamwarden.network.registry import load_queries_text
 from streamwarden.network.spark_runner import SharedNetworkRun
+from streamwarden.demo.quiet import step
 
 START = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 FILES = 3
@@ -59,6 +62,27 @@ def readings(minutes: int, seed: int = 3) -> dict[str, list[dict]]:
     return out
 
 
+class _DemoNetwork(SharedNetworkRun):
+    """The demo's network: notes each micro-batch it ran, and says when one starts.
+
+    The demo tells each file's rows by the micro-batches that processed it, so it needs
+    their ids as they ran; Spark's progress events cannot tell them: a trigger that finds
+    nothing new reports the id of the batch that has *not* run yet, so counting from
+    ``lastProgress`` skipped the batch that then read the first file (its rows, on disk in
+    ``batch=0000000000``, were shown as 0).
+    """
+
+    def __init__(self, *args: Any, console: Console, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.console = console
+        self.ran: list[int] = []
+
+    def process(self, batch: DataFrame, batch_id: int) -> None:
+        step(self.console, f"    network: micro-batch {batch_id} running")
+        super().process(batch, batch_id)
+        self.ran.append(batch_id)
+
+
 def run_network_demo(workdir: Path, console: Console) -> None:
     catalog = load_catalog_text(resources.files("streamwarden.demo").joinpath("network.yaml").read_text(),
                                 "streamwarden/demo/network.yaml")
@@ -69,29 +93,31 @@ def run_network_demo(workdir: Path, console: Console) -> None:
     store = sqlite_url(workdir / "network-auth.db")
     server = AuthorizationServer(store)
     spark = get_spark()
-    run = SharedNetworkRun(spark, catalog, queries, {s: str(p) for s, p in inputs.items()}, workdir / "network-out",
-                           store, workdir / "network-checkpoint")
+    run = _DemoNetwork(spark, catalog, queries, {s: str(p) for s, p in inputs.items()}, workdir / "network-out",
+                       store, workdir / "network-checkpoint", console=console)
     console.print(network_text(run.placed, run.shared), end="")
     picture = draw(run.placed, workdir / "network.png", title="CQ1 and CQ2 sharing operators")
     console.print(f"network drawn to {picture}")
+    step(console, "starting the network: one Spark streaming query, a micro-batch a second when input arrives")
     stream = run.start(trigger="1 second")
     per_file = len(data["Stream1"]) // FILES
-    batches: list[range] = []  # the micro-batches that processed each file
+    batches: list[set[int]] = []  # the micro-batches that processed each file (and its access changes)
     try:
         for part in range(FILES):
             stamp = START + timedelta(minutes=part * MINUTES_PER_FILE)
             for verb, query, user in CHANGES[part]:
                 (server.grant if verb == "grant" else server.revoke)(query, user, stamp)
                 console.print(f"  {stamp:%H:%M} {verb} {user} on {query} (the Spark query keeps running)")
-            before = dict(run.counters)
-            first_batch = (stream.lastProgress or {}).get("batchId", -1) + 1
+            before, done = dict(run.counters), len(run.ran)
             for name, rows in data.items():
                 inputs[name].mkdir(parents=True, exist_ok=True)
                 chunk = rows[part * per_file:(part + 1) * per_file]
                 (inputs[name] / f"part-{part:05d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in chunk))
+            step(console, f"  minutes {part * MINUTES_PER_FILE}-{(part + 1) * MINUTES_PER_FILE}: a file of each stream "
+                          "arrived; waiting for the network's micro-batches")
             started = time.monotonic()
-            stream.processAllAvailable()
-            batches.append(range(first_batch, (stream.lastProgress or {}).get("batchId", -1) + 1))
+            stream.processAllAvailable()  # returns once every batch reading them is committed: each is in run.ran
+            batches.append(set(run.ran[done:]))
             ran = sorted(v for v in run.counters if run.counters[v] > before.get(v, 0))
             idle = sorted(v.id for v in run.shared.network.operators if v.id not in ran)
             console.print(f"  minutes {part * MINUTES_PER_FILE}-{(part + 1) * MINUTES_PER_FILE}: operators that ran "
@@ -114,9 +140,10 @@ def run_network_demo(workdir: Path, console: Console) -> None:
 
 
 def _rows_per_batch(folder: Path) -> dict[int, int]:
-    """Rows the terminal switch wrote per micro-batch (``batch=N`` folders of JSON lines)."""
+    """Rows the terminal switch wrote per micro-batch (``batch=N`` folders of JSON lines;
+    ``batch=N-g`` for group ``g`` of a query whose users' plans differ)."""
     counts: dict[int, int] = {}
     for part in folder.glob("batch=*/part-*.json"):
-        batch = int(part.parent.name.removeprefix("batch="))
+        batch = int(part.parent.name.removeprefix("batch=").partition("-")[0])
         counts[batch] = counts.get(batch, 0) + sum(1 for line in part.read_text().splitlines() if line.strip())
     return counts

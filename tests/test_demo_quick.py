@@ -1,0 +1,127 @@
+"""The demo without running it: how it counts the network's rows, and the files README names.
+
+No Spark: the network's micro-batches are stubbed, and README's commands that need no
+Spark (check, explain, action, sp, network explain) run in-process in a folder laid out
+as ``make demo`` leaves ``.streamwarden/demo``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shlex
+import shutil
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.cli.main import main
+from streamwarden.datagen import generate_drill
+from streamwarden.demo import network
+from streamwarden.demo.samples import write_samples
+from streamwarden.network.registry import load_queries_text
+from streamwarden.network.spark_runner import SharedNetworkRun
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+
+def test_network_rows_are_counted_by_the_batches_that_ran(monkeypatch, tmp_path):
+    """Each file's rows are the rows of the micro-batches recorded while it was processed, whatever
+    Spark's progress events say (an idle trigger reports the id of a batch not run yet)."""
+    demo = resources.files("streamwarden.demo")
+    catalog = load_catalog_text(demo.joinpath("network.yaml").read_text(), "network.yaml")
+    queries = load_queries_text(demo.joinpath("network_queries.yaml").read_text(), catalog)
+    monkeypatch.setattr(SharedNetworkRun, "process", lambda self, batch, batch_id: None)  # no Spark
+    inputs = {stream: str(tmp_path / stream) for stream in catalog.streams}
+    run = network._DemoNetwork(None, catalog, queries, inputs, tmp_path / "out", "sqlite://", tmp_path / "cp",
+                               console=Console(file=io.StringIO()))
+    for batch_id in (0, 1, 2):
+        run.process(None, batch_id)  # type: ignore[arg-type]
+    assert run.ran == [0, 1, 2]
+
+    folder = tmp_path / "out" / "dr_lee" / "CQ1"
+    for name, rows in (("batch=0000000000", 3), ("batch=0000000002", 2), ("batch=0000000002-1", 4)):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "part-00000-x.c000.json").write_text("".join(json.dumps({"n": i}) + "\n" for i in range(rows)))
+    assert network._rows_per_batch(folder) == {0: 3, 2: 6}
+
+
+@pytest.fixture(scope="module")
+def demo_folder(tmp_path_factory) -> Path:
+    """A folder with what ``streamwarden demo`` leaves for README's commands (a smaller drill)."""
+    folder = tmp_path_factory.mktemp("demo")
+    generate_drill(folder / "data", soldiers=8, minutes=2.0, interval_seconds=5.0, health="uni", files_per_stream=2)
+    write_samples(folder)
+    return folder
+
+
+def _commands(text: str) -> list[list[str]]:
+    """README's shell commands (``streamwarden ...``), continuation lines joined, comments dropped."""
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:1] == ["streamwarden"]:
+                commands.append(words[1:])
+    return commands
+
+
+READS = ("--catalog", "--queries", "--network", "--access")
+
+
+def _files_read(command: list[str]) -> list[str]:
+    """The paths a README command reads (not those it writes)."""
+    paths = [command[1]] if command[0] == "check" else []
+    for flag, value in zip(command, command[1:]):
+        if flag in READS:
+            paths.append(value)
+        elif flag == "--input":
+            paths.append(value.partition("=")[2])
+    return paths
+
+
+def test_every_file_readme_names_is_left_by_the_demo(demo_folder):
+    text = README.read_text()
+    commands = _commands(text)
+    assert any(c[0] == "check" for c in commands) and any(c[0] == "network" for c in commands)
+    read = {path for command in commands for path in _files_read(command)}
+    python = "\n".join(re.findall(r"```python\n(.*?)```", text, flags=re.S))
+    read |= set(re.findall(r'"((?:data|in|incoming)/[\w./-]+|[\w.-]+\.(?:yaml|jsonl))"', python))
+    missing = sorted(path for path in read if not (demo_folder / path).exists())
+    assert not missing, f"README names files the demo does not leave: {missing}"
+    assert any((demo_folder / "incoming" / "Position").iterdir())  # `run` has something to read
+
+
+def test_readme_commands_without_spark_run_as_written(demo_folder, tmp_path, monkeypatch, capsys):
+    """check, explain, action, sp and explain --network (not drawn), in a copy of the folder."""
+    work = tmp_path / "demo"
+    shutil.copytree(demo_folder, work)
+    monkeypatch.chdir(work)
+    commands = _commands(README.read_text())
+    ran = []
+    for command in commands:
+        if command[0] in ("check", "action", "sp") or (command[0] == "explain" and "--input" not in command):
+            if "--render" in command:
+                at = command.index("--render")
+                command = command[:at] + command[at + 2:]
+            assert main(command) == 0, (command, capsys.readouterr().err)
+            ran.append(command[0])
+    assert {"check", "action", "sp", "explain"} <= set(ran)
+    assert (work / ".streamwarden" / "catalog.db").exists()  # `check` loaded it where README says
+
+
+def test_samples_load(demo_folder):
+    from streamwarden.catalog.loader import load_catalog
+    from streamwarden.network.registry import load_access, load_queries
+
+    for name in ("drill.yaml", "cloud.yaml", "c.yaml"):
+        load_catalog(demo_folder / name)
+    queries = load_queries(demo_folder / "QUERIES.yaml", load_catalog(demo_folder / "c.yaml"))
+    assert [q.id for q in queries] == ["q1"] and queries[0].users == ("ann", "bob")
+    assert {c.user for c in load_access(demo_folder / "ACCESS.jsonl", queries)} == {"ann", "bob"}
+    assert (demo_folder / "data" / "MessageLog.jsonl").stat().st_size > 0
