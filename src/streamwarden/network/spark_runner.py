@@ -23,7 +23,15 @@ revocations take effect without restarting anything:
   grant misses nothing;
 * a terminal switch delivers each output row to the users of the output whose latest
   access change at or before the row's event time is a grant, each into their own
-  folder ``DIR/<user>/<query id>/``, written once per batch (idempotently).
+  folder ``DIR/<user>/<query id>/``, written once per batch (idempotently), built by
+  :func:`streamwarden.names.safe_path` and private to its owner (folders 0700, files 0600).
+
+The checkpoint holds every user's raw tuples and everyone's grants: it may not lie
+inside the output folder (nor the output inside it), and by default it lies next to the
+store (:func:`default_checkpoint`). A checkpoint that has committed batches to an
+output folder that is gone is refused (resuming from it would silently deliver nothing).
+When the network starts, its queries are registered in the store, so grants and
+revocations naming anything else are refused.
 
 Role policies apply on top per user: users whose authorized plans differ get their own
 outputs (see :mod:`~streamwarden.network.optimizer`), sharing every operator their plans
@@ -37,6 +45,7 @@ network refuses them before starting.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from collections import Counter
@@ -51,10 +60,11 @@ from pyspark.sql.streaming import StreamingQuery
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.columns import compile_expr, physical_name
 from streamwarden.engine.compiler import EVENT, Inputs, action_names, compile_operator
-from streamwarden.engine.execute import output_frame
+from streamwarden.engine.execute import check_checkpoint, check_inputs, output_frame
 from streamwarden.engine.sources import read_input
 from streamwarden.errors import UnsupportedError
 from streamwarden.language.expressions import parse_timestamp
+from streamwarden.names import check_name, make_private, private_dir, safe_path
 from streamwarden.network.authorization import SP_SCHEMA, AuthorizationServer
 from streamwarden.network.dag import Kind
 from streamwarden.network.optimizer import SharedPlan, shared_network
@@ -64,6 +74,7 @@ from streamwarden.network.switches import PlacedNetwork, SwitchKind, place_switc
 from streamwarden.plan.nodes import Aggregate, Join, Source, sources, walk
 
 STREAM, TS = "_stream", "_ts"
+MARKER = ".streamwarden-network"  # in the output folder: which checkpoint writes into it
 ACCESS = "_access"  # the _stream tag of access SPs in the network's input
 _SP_COLUMNS = ("seq", "query", "user", "sign")
 
@@ -85,13 +96,21 @@ class SharedNetworkRun:
                  lateness_seconds: float = 0.0, sp_folder: str | Path | None = None):
         self.spark = spark
         self.catalog = catalog
+        self.queries = tuple(queries)
+        for q in self.queries:
+            check_name("query id", q.id)
+            for user in q.users:
+                check_name("user", user)
         self.shared: SharedPlan = shared_network(catalog, queries)
         self.placed: PlacedNetwork = place_switches(self.shared.network)
         self.store_url = store_url
         self.sp_folder = sp_folder  # None: the store's own (see AuthorizationServer)
         self.inputs = inputs
+        check_inputs(catalog, [self.shared.network.vertex(v).label for v in self.shared.network.topological_order()
+                               if self.shared.network.vertex(v).kind is Kind.SOURCE], inputs, must_exist=False)
         self.output = Path(output_dir)
         self.checkpoint = Path(checkpoint)
+        check_checkpoint(self.checkpoint, self.output, sink_written=True)  # overlap only, here
         self.state_root = self.checkpoint / "network-state"
         self.switches = switches
         self.guard_prefix = guard_prefix and switches
@@ -141,6 +160,7 @@ class SharedNetworkRun:
             frames.append(raw.select(F.lit(stream.name).alias(STREAM), F.col("ts").alias(TS),
                                      *[F.col(a).alias(physical_name(stream.name, a)) for a in stream.attributes]))
         server = AuthorizationServer(self.store_url, self.sp_folder)
+        server.register(self.queries, self.catalog)  # from now on, changes naming anything else are refused
         server.publish()  # anything recorded but not yet published (a crash in between)
         sps = self.spark.readStream.schema(SP_SCHEMA).json(str(server.sp_folder))
         frames.append(sps.select(F.lit(ACCESS).alias(STREAM), F.col("ts").alias(TS),
@@ -154,6 +174,12 @@ class SharedNetworkRun:
               name: str | None = None) -> StreamingQuery:
         """Start the network; ``name`` (unique among the session's active queries) defaults to its outputs'."""
         name = name or f"streamwarden network {', '.join(self.shared.outputs)}"
+        marker = self.output / MARKER
+        check_checkpoint(self.checkpoint / "spark", self.output, sink_written=marker.is_file())
+        private_dir(self.checkpoint)
+        private_dir(self.output)
+        if not marker.is_file():
+            marker.write_text(json.dumps({"checkpoint": str(self.checkpoint.resolve())}) + "\n", encoding="utf-8")
         writer = (self.input_stream().writeStream.foreachBatch(self.process)
                   .option("checkpointLocation", str(self.checkpoint / "spark")).queryName(name))
         if available_now:
@@ -273,7 +299,10 @@ class SharedNetworkRun:
             if self.horizon:
                 state.save(key, _recent(delta if kept is None else kept.unionByName(delta), now, self.horizon))
             return None
-        return delta if kept is None else kept.unionByName(delta)  # hand over what was kept while off
+        if kept is None:
+            return delta
+        state.drop(key)  # handed over once: joined now, never again
+        return kept.unionByName(delta)  # hand over what was kept while off
 
     def _join(self, vid: str, node: Join, left: DataFrame, right: DataFrame, state: "_State",
               now: datetime | None) -> DataFrame:
@@ -320,11 +349,13 @@ class SharedNetworkRun:
         (output_frame(out.graph, rows).withColumn("_to", F.explode(to)).drop(EVENT)
          .write.mode("overwrite").option("ignoreNullFields", "false").partitionBy("_to").json(str(staging)))
         for i, user, _ in recipients:
-            target = self.output / user / out.query / name
+            target = safe_path(self.output, user, out.query, name)  # never outside the output folder
             shutil.rmtree(target, ignore_errors=True)
             part = staging / f"_to={i}"
             if part.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
+                private_dir(safe_path(self.output, user), tighten=True)  # the user's folder: 0700
+                private_dir(target.parent)
+                make_private(part)  # whatever Spark's umask was: 0700 folders, 0600 files
                 shutil.move(str(part), str(target))
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -353,6 +384,7 @@ class _State:
             AccessChange(parse_timestamp(ts), query, user, grant, seq) for seq, ts, query, user, grant in known.get("access", [])]
         self.latest: dict[str, str] = known.get("latest", {})
         self.watermarks: dict[str, str] = known.get("emitted", {})
+        self.written: set[str] = set()  # keys this batch saved or consumed; the rest carry over
 
     def add_changes(self, changes: Any) -> None:
         seen = {c.line for c in self.changes}
@@ -385,9 +417,21 @@ class _State:
     def save(self, key: str, frame: DataFrame | None) -> None:
         if frame is not None:
             frame.write.mode("overwrite").parquet(str(self.folder / key))
+            self.written.add(key)
+
+    def drop(self, key: str) -> None:
+        """What was kept under ``key`` has been handed on: do not carry it into this batch."""
+        self.written.add(key)
 
     def commit(self, counters: Counter[str]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
+        # A vertex that did not run this batch (no new tuples, or its switch off) saved
+        # nothing: its join sides, open windows and kept tuples carry over from the last
+        # committed batch, or a batch with only access changes would lose them all. Copied,
+        # not moved, so a retried batch still finds the previous folder intact.
+        if self.previous is not None:
+            for kept in sorted(p for p in self.previous.iterdir() if p.is_dir() and p.name not in self.written):
+                shutil.copytree(kept, self.folder / kept.name, dirs_exist_ok=True)
         (self.folder / "counters.json").write_text(json.dumps(dict(counters)))
         (self.folder / "switches.json").write_text(json.dumps({
             "access": [[c.line, _iso(c.ts), c.query, c.user, c.grant] for c in self.changes],
@@ -424,11 +468,19 @@ def _recent(frame: DataFrame, now: datetime | None, horizon: float, ts_columns: 
 
 def read_user_rows(spark: SparkSession, output_dir: str | Path, user: str, query: str) -> list[dict]:
     """The rows a running network has delivered to ``user`` for ``query``."""
-    folder = Path(output_dir) / user / query
+    folder = safe_path(output_dir, user, query)
     if not any(folder.glob("batch=*/part-*")):
         return []
     frame = spark.read.option("recursiveFileLookup", "true").json(str(folder))
     return [json.loads(line) for line in frame.toJSON().collect()]
 
 
-__all__ = ["SharedNetworkRun", "read_user_rows"]
+def default_checkpoint(home: str | Path, output_dir: str | Path, queries: Sequence[RegisteredQuery]) -> Path:
+    """Where a network keeps its checkpoint unless told: ``HOME/checkpoints/network-<hash>``,
+    ``HOME`` being the store's folder (never an output folder), the hash of the output folder
+    (resolved) and the queries, so another network or output gets a checkpoint of its own."""
+    key = json.dumps([str(Path(output_dir).resolve()), [[q.id, list(q.users), q.query] for q in queries]])
+    return Path(home) / "checkpoints" / f"network-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+__all__ = ["SharedNetworkRun", "default_checkpoint", "read_user_rows"]
