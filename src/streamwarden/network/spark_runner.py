@@ -267,10 +267,11 @@ class SharedNetworkRun:
             if delta is not None and isinstance(child, Source):
                 delta = delta.select(*[F.col(a).alias(physical_name(child.relation, a)) for a, _ in child.schema
                                        if a in delta.columns])
-            delta = self._gate(child_id, vid, delta, opened, state, now)
-            if delta is None:
-                return None  # behind a closed switch (or nothing upstream ran): no work at all
-            inputs.append(delta)
+            # Every input's gate runs, even once one is closed: each keeps its own tuples for
+            # when the switch opens again (stopping at the first would drop the others').
+            inputs.append(self._gate(child_id, vid, delta, opened, state, now))
+        if any(delta is None for delta in inputs):
+            return None  # behind a closed switch (or nothing upstream ran): no work at all
         self.counters[vid] += 1
         if isinstance(node, Join):
             result = self._join(vid, node, inputs[0], inputs[1], state, now)
