@@ -128,6 +128,7 @@ def test_bad_query_files_name_the_line(text, message, line) -> None:
     ('{"ts": "2026-03-01T10:00:00Z", "query": "q9", "user": "ann", "sign": "+"}', "unknown query 'q9'"),
     ('{"ts": "soon", "query": "q1", "user": "ann", "sign": "+"}', "not an ISO-8601 timestamp"),
     ('{"query": "q1"', "not JSON"),
+    ('{"ts": "2026-03-01T10:00:00Z", "query": "q1", "user": "anne", "sign": "-"}', "'anne' is not listed for query q1"),
 ])
 def test_bad_access_changes_name_the_line(tmp_path, line, message) -> None:
     queries = load_queries_text(QUERIES, load_catalog_text(CATALOG))

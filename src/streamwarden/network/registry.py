@@ -133,9 +133,16 @@ def load_access(path: str | Path, queries: Sequence[RegisteredQuery]) -> tuple[A
         data = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read access changes {path}: {exc.strerror or exc}") from None
+    listed = {q.id: set(q.users) for q in queries}
     for number, line in record_lines(data, str(path)):
         where = f"{path}:{number}"
-        changes.append(parse_access(line, where, known, number))
+        change = parse_access(line, where, known, number)
+        if change.user not in listed[change.query]:
+            # A user the query does not list never receives it: such a line changes nothing,
+            # and is most likely a mistyped name that leaves the intended grant or revocation undone.
+            raise InputError(f"{where}: user {change.user!r} is not listed for query {change.query} "
+                             f"(its users: {', '.join(sorted(listed[change.query]))})")
+        changes.append(change)
     return tuple(changes)
 
 
