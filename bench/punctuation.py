@@ -41,7 +41,7 @@ from pyspark.sql import functions as F
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.execute import build_job, unsecured_frame
-from streamwarden.passes import SecurityOptions, input_stats, secure
+from streamwarden.passes import SecurityOptions, secure
 from streamwarden.plan.nodes import Shield, walk
 from streamwarden.punctuation.reader import shielded_input
 from streamwarden.rewrite.algorithm import Rewriting
@@ -330,11 +330,10 @@ class Experiment:
                       selectivity=selectivity)
         catalog = self.catalog(s.join_roles, ("A", "B"))
         inputs = {"A": a.path, "B": b.path}
-        stats = input_stats(catalog, inputs)
         query = W.join_query(W.window_ms(s.window_tuples))
         pipelines, chosen, features = {}, "", {}
         for strategy in STRATEGIES:
-            rewriting = secure(catalog, W.USER, query, SecurityOptions(join_strategy=strategy, stats=stats))
+            rewriting = secure(catalog, W.USER, query, SecurityOptions(join_strategy=strategy))
             if strategy == "adaptive":
                 chosen = _strategy_of(rewriting)
             pipelines[strategy] = _secured(self.spark, catalog, rewriting, inputs, W.JOIN_COLUMNS)

@@ -28,9 +28,9 @@ from streamwarden.catalog.store import CatalogStore
 from streamwarden.engine.execute import build_job, check_inputs, replay_rows, start_stream, write_replay
 from streamwarden.engine.session import get_spark
 from streamwarden.levels.guard import check_write
-from streamwarden.levels.processors import LevelProcessor, LevelQuery, check_ids, start_processors
+from streamwarden.levels.processors import LevelProcessor, LevelQuery, start_processors
 from streamwarden.names import check_name, check_names
-from streamwarden.passes import SecurityOptions, input_stats, secure
+from streamwarden.passes import SecurityOptions, secure
 from streamwarden.plan.nodes import sources
 from streamwarden.rewrite.algorithm import Rewriting
 
@@ -51,19 +51,16 @@ class ReplayReport:
 
 
 def authorize(catalog: Catalog, user: str, query: str, *, join_strategy: str = "adaptive",
-              inputs: Mapping[str, str | Path] | None = None, level: str | None = None,
-              into: str | None = None) -> Rewriting:
+              level: str | None = None, into: str | None = None) -> Rewriting:
     """The authorized graphs ``user`` may run for ``query``: every security pass applied.
 
-    ``inputs`` (stream → path), when given, feed the adaptive SCJoin its statistics.
     ``level`` is the security level to run at (default: the user's clearance); ``into``
     names the stream the results are written into, which must be of that level.
     """
     check_name("user", user)
     if into is not None:
         check_name("stream", into)
-    stats = input_stats(catalog, inputs) if inputs else {}
-    rewriting = secure(catalog, user, query, SecurityOptions(join_strategy, stats, level=level))
+    rewriting = secure(catalog, user, query, SecurityOptions(join_strategy, level=level))
     if into is not None:
         check_write(catalog, rewriting.level, into)  # type: ignore[arg-type]
     return rewriting
@@ -81,7 +78,7 @@ def replay(
     level: str | None = None,
 ) -> list[dict]:
     """Run the authorized plan over recorded files and return the result rows as dicts."""
-    rewriting = authorize(catalog, user, query, inputs=inputs, join_strategy=join_strategy, level=level)
+    rewriting = authorize(catalog, user, query, join_strategy=join_strategy, level=level)
     _check_inputs(catalog, rewriting, inputs)
     job = build_job(spark or get_spark(), catalog, rewriting, inputs, streaming=False, store_url=store_url)
     return [json.loads(line) for line in replay_rows(job)]
@@ -104,7 +101,7 @@ def replay_to_file(
 
     ``into`` names the stream the results are written into (checked before anything runs:
     a query at level l writes only into a stream of level l)."""
-    rewriting = authorize(catalog, user, query, inputs=inputs, join_strategy=join_strategy, level=level, into=into)
+    rewriting = authorize(catalog, user, query, join_strategy=join_strategy, level=level, into=into)
     _check_inputs(catalog, rewriting, inputs)
     job = build_job(spark or get_spark(), catalog, rewriting, inputs, streaming=False, store_url=store_url)
     rows = write_replay(job, output)
@@ -139,7 +136,7 @@ def run(
     store = CatalogStore(store_url)
     if catalog.text:
         store.save(catalog)  # live action values stay (actions may have changed since the file was written)
-    rewriting = authorize(catalog, user, query, inputs=inputs, join_strategy=join_strategy, level=level, into=into)
+    rewriting = authorize(catalog, user, query, join_strategy=join_strategy, level=level, into=into)
     _check_inputs(catalog, rewriting, inputs)
     if checkpoint is None:
         # The level is part of the key: queries of different levels never share a checkpoint.
@@ -172,14 +169,13 @@ def run_levels(
     (:func:`streamwarden.levels.processors.read_query_output` reads them).
     """
     check_names("query id", [q.id for q in queries])  # they name folders under output_dir
-    check_ids(queries)
     for q in queries:
         check_name("user", q.user)
     store = CatalogStore(store_url)
     if catalog.text:
         store.save(catalog)  # live action values stay
     session = spark or get_spark()
-    rewritings = {q.id: authorize(catalog, q.user, q.query, inputs=inputs, level=q.level) for q in queries}
+    rewritings = {q.id: authorize(catalog, q.user, q.query, level=q.level) for q in queries}
     for rewriting in rewritings.values():  # every query authorized first: a refusal stops them all
         _check_inputs(catalog, rewriting, inputs)
     jobs = {}

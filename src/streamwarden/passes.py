@@ -17,9 +17,7 @@ placements fired (``explain`` prints them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Mapping
+from dataclasses import dataclass, replace
 
 from streamwarden.catalog.model import Catalog
 from streamwarden.errors import AuthorizationError
@@ -28,17 +26,15 @@ from streamwarden.language.parser import parse_query
 from streamwarden.levels.guard import level_pass, query_level
 from streamwarden.levels.lattice import Level
 from streamwarden.plan.nodes import Node, sources
-from streamwarden.punctuation.placement import PolicyStats, shield_pass
-from streamwarden.punctuation.stats import policy_stats
+from streamwarden.punctuation.placement import shield_pass
 from streamwarden.rewrite.algorithm import Rewriting, check_user, rewrite
 
 
 @dataclass(frozen=True)
 class SecurityOptions:
-    """Knobs of the passes: the SCJoin strategy and the input statistics it adapts to."""
+    """Knobs of the passes: the SCJoin strategy, the shields' placement, the level."""
 
     join_strategy: str = "adaptive"
-    stats: Mapping[str, PolicyStats] = field(default_factory=dict)
     placement: str = "auto"  # of shields over selections: auto (cost rule), down or up
     level: str | Level | None = None  # the security level to run at (default: the user's clearance)
     grants_decide: bool = False  # per-query grants guard the query (a shared network): see rewrite()
@@ -72,23 +68,11 @@ def secure(catalog: Catalog, user: str, query: str | Node, options: SecurityOpti
                 f"{plain[0]} carries no security punctuations, so nothing in it can be delegated")
     graphs = tuple(
         replace(g, root=level_pass(catalog, shield_pass(catalog, user, g.root, grant_only=bool(on_result),
-                                                        join_strategy=options.join_strategy, stats=options.stats,
+                                                        join_strategy=options.join_strategy,
                                                         placement=options.placement), level))
         for g in rewriting.graphs
     )
     return replace(rewriting, graphs=graphs, level=level)
 
 
-def input_stats(catalog: Catalog, inputs: Mapping[str, str | Path]) -> dict[str, PolicyStats]:
-    """Policy statistics of the punctuated inputs (for the adaptive SCJoin)."""
-    stats = {}
-    for name, path in inputs.items():
-        stream = catalog.streams.get(name)
-        if stream is not None and stream.punctuated and Path(path).exists():
-            found = policy_stats(path)
-            if found is not None:
-                stats[name] = found
-    return stats
-
-
-__all__ = ["SecurityOptions", "input_stats", "secure"]
+__all__ = ["SecurityOptions", "secure"]

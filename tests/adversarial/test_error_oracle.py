@@ -45,7 +45,7 @@ from streamwarden.network.authorization import AuthorizationServer
 from streamwarden.network.registry import AccessChange, load_queries_text
 from streamwarden.network.replay import replay_network
 from streamwarden.network.spark_runner import SharedNetworkRun, read_user_rows
-from streamwarden.passes import SecurityOptions, input_stats, secure
+from streamwarden.passes import SecurityOptions, secure
 from streamwarden.plan.nodes import Shield, walk
 from streamwarden.rewrite.algorithm import Rewriting
 
@@ -286,7 +286,7 @@ def punct_inputs(tmp_path_factory) -> dict[str, dict[str, str]]:
 
 def secured(catalog: Catalog, query: str, inputs: dict[str, str], *, placement: str = "auto",
             join_strategy: str = "adaptive") -> Rewriting:
-    options = SecurityOptions(join_strategy, input_stats(catalog, inputs), placement=placement)
+    options = SecurityOptions(join_strategy, placement=placement)
     return secure(catalog, "u", query, options)
 
 

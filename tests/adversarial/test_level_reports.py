@@ -89,7 +89,7 @@ def test_at_the_top_the_count_is_reported(spark, log, capsys) -> None:
 
 def test_explain_at_a_level_describes_no_data_above_it(log) -> None:
     catalog = load_catalog_text(LEVELS)
-    rewriting = api.authorize(catalog, "c1", "SELECT sender FROM MessageLog", inputs={"MessageLog": str(log)})
+    rewriting = api.authorize(catalog, "c1", "SELECT sender FROM MessageLog")
     text, data = explain_text(rewriting, catalog), json.dumps(explain_json(rewriting), ensure_ascii=False)
     for shown in (text, data):
         assert "[1, ⊥]" in shown

@@ -75,6 +75,13 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"{what} (repeat per stream): a .jsonl or .parquet file, or a folder whose *.jsonl and "
                             "*.parquet files are read (punctuated and [ROWS n] streams: *.jsonl and *.json)")
 
+    def continuous_args(p: argparse.ArgumentParser, lateness: str) -> None:
+        p.add_argument("--lateness", default="0 seconds", metavar="DURATION",
+                       help=f"{lateness}: {DURATION} (default 0 seconds)")
+        p.add_argument("--trigger", default="2 seconds", metavar="DURATION",
+                       help=f"micro-batch interval: {DURATION} (default 2 seconds)")
+        p.add_argument("--available-now", action="store_true", help="process what is there, then stop")
+
     check = command(sub, "check", "validate a catalog file and load it into the store (live action values are kept)")
     check.add_argument("catalog", metavar="CATALOG.yaml", help="the catalog file to validate")
     store_arg(check, "where to load it")
@@ -101,7 +108,6 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--render", default=None, metavar="FILE.png|FILE.svg", help="with --network: draw it")
     explain.add_argument("--format", choices=("text", "json", "dot"), default="text",
                          help="text (default), json, or with --network also dot (Graphviz)")
-    input_arg(explain, "inputs whose policy statistics the adaptive SCJoin decides by")
 
     replay = command(sub, "replay", "run the authorized query over recorded files")
     query_args(replay)
@@ -121,11 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--checkpoint", default=None, metavar="DIR",
                      help="Spark's checkpoint (default: checkpoints/<key> next to the store; never inside --sink)")
     store_arg(run, "where action values are read from")
-    run.add_argument("--lateness", default="0 seconds", metavar="DURATION",
-                     help=f"watermark delay for out-of-order input: {DURATION} (default 0 seconds)")
-    run.add_argument("--trigger", default="2 seconds", metavar="DURATION",
-                     help=f"micro-batch interval: {DURATION} (default 2 seconds)")
-    run.add_argument("--available-now", action="store_true", help="process what is there, then stop")
+    continuous_args(run, "watermark delay for out-of-order input")
     run.add_argument("--into", default=None, metavar="STREAM",
                      help="the stream the results are written into (must be at the query's level)")
 
@@ -187,11 +189,7 @@ def _parser() -> argparse.ArgumentParser:
     net_run.add_argument("--checkpoint", default=None, metavar="DIR",
                          help="default: checkpoints/network-<hash of DIR and the queries> next to the store; never "
                               "inside --output-dir")
-    net_run.add_argument("--trigger", default="2 seconds", metavar="DURATION",
-                         help=f"micro-batch interval: {DURATION} (default 2 seconds)")
-    net_run.add_argument("--available-now", action="store_true", help="process what is there, then stop")
-    net_run.add_argument("--lateness", default="0 seconds", metavar="DURATION",
-                         help=f"how late a tuple may arrive and still count in an aggregate's windows: {DURATION}")
+    continuous_args(net_run, "how late a tuple may arrive and still count in an aggregate's windows")
     net_run.add_argument("--guard-prefix", action="store_true",
                          help="beyond Algorithm 2: also stop the shared operators when every query they serve is off")
     net_explain = command(network_sub, "explain", "the shared-operator network, its common prefix and switches")
@@ -297,8 +295,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if not args.user or not args.query:
             raise StreamwardenError("explain needs --user and --query (or --network QUERIES.yaml)")
         catalog = api.load_catalog(args.catalog)
-        rewriting = api.authorize(catalog, args.user, args.query, join_strategy=args.join_strategy,
-                                  inputs=_inputs(args.input), level=args.level)
+        rewriting = api.authorize(catalog, args.user, args.query, join_strategy=args.join_strategy, level=args.level)
         if args.format == "json":
             print(json.dumps(explain_json(rewriting), indent=2))
         else:

@@ -15,8 +15,8 @@ above the stream, below any secure view). Then, bottom-up:
 * **SCJoin** (section 5.4): an equi-join of two shielded streams runs
   filter-and-probe (each shield below the join), probe-and-filter (both shields
   above it, the join predicate re-checked on the masked pair) or adaptively. The
-  paper's cardinality heuristic on the inputs' policy statistics is computed and shown,
-  but on Spark adaptive always filters first: Catalyst pushes a lifted shield's filter
+  paper's cardinality heuristic would read every provider's policy statistics; on
+  Spark adaptive always filters first instead: Catalyst pushes a lifted shield's filter
   below the join anyway, which makes probe-and-filter strictly more work (measured in
   bench/results, Fig. 16). All three give the same rows; only the cost differs.
 
@@ -27,26 +27,16 @@ above the stream, below any secure view). Then, bottom-up:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Mapping
+from dataclasses import replace
 
 from streamwarden.catalog.model import Catalog
 from streamwarden.plan import expr as E
-from streamwarden.language.ast import Window
 from streamwarden.plan.nodes import Filter, Join, Node, Shield, Source, transform
 
 SHIELD_COST_MS = (1.31, 0.02)  # per 1,000 tuples: base + per role in the shield's state (Fig. 13b)
 SELECT_COST_MS = 1.0
 STRATEGIES = ("adaptive", "probe-and-filter", "filter-and-probe")
 PLACEMENTS = ("auto", "down", "up")
-
-
-@dataclass(frozen=True)
-class PolicyStats:
-    """What the SCJoin heuristic needs of a punctuated input: tuples per policy and per second."""
-
-    tuples_per_policy: float
-    tuples_per_second: float
 
 
 def estimated_selectivity(predicate: E.Expr) -> float:
@@ -78,7 +68,6 @@ def shield_pass(
     *,
     grant_only: bool = False,
     join_strategy: str = "adaptive",
-    stats: Mapping[str, PolicyStats] | None = None,
     placement: str = "auto",
 ) -> Node:
     """``root`` with a Security Shield on every punctuated stream, placed as described above.
@@ -90,7 +79,6 @@ def shield_pass(
     if join_strategy not in STRATEGIES:
         raise ValueError(f"join strategy must be one of {', '.join(STRATEGIES)}, not {join_strategy!r}")
     roles = catalog.effective_roles(user)
-    stats = stats or {}
 
     def place(node: Node) -> Node | None:
         if isinstance(node, Source) and catalog.streams[node.stream].punctuated:
@@ -101,7 +89,7 @@ def shield_pass(
         if isinstance(node, Filter) and isinstance(node.child, Shield) and node.child.placement in ("down", "up"):
             return _over_selection(node, node.child, placement)
         if isinstance(node, Join) and isinstance(node.left, Shield) and isinstance(node.right, Shield):
-            return _scjoin(node, node.left, node.right, join_strategy, stats)
+            return _scjoin(node, node.left, node.right, join_strategy)
         return None
 
     return transform(root, place)
@@ -123,43 +111,16 @@ def _over_selection(select: Filter, shield: Shield, placement: str) -> Node | No
     return replace(shield, child=Filter(shield.child, select.predicate, id=select.id), placement="up", reason=reason)
 
 
-def scjoin_strategy(join: Join, left: Shield, right: Shield, stats: Mapping[str, PolicyStats]) -> tuple[str, str]:
-    """The adaptive heuristic of section 5.4 on the inputs' statistics: (strategy, why)."""
-    fractions = []
-    for shield, window in ((left, join.left_window), (right, join.right_window)):
-        stat = stats.get(shield.stream)
-        size = _window_tuples(window, stat)
-        if stat is None or size is None:
-            return "probe-and-filter", "no input statistics: probe-and-filter"
-        fractions.append(min(stat.tuples_per_policy / max(size, 1.0), 1.0))
-    larger = max(fractions)
-    if larger > 0.5:
-        return "filter-and-probe", f"|P_larger| = {larger:.2f}·|W_larger| > 0.5: filter-and-probe"
-    if larger < 0.2:
-        return "probe-and-filter", f"|P_larger| = {larger:.2f}·|W_larger| < 0.2: probe-and-filter"
-    return "probe-and-filter", f"|P_larger| = {larger:.2f}·|W_larger| between 0.2 and 0.5: either; probe-and-filter"
-
-
-def _window_tuples(window: Window | None, stat: PolicyStats | None) -> float | None:
-    """|W|: how many tuples a window holds (ROWS n, or RANGE d at the input's rate)."""
-    if window is None or stat is None:
-        return None
-    if window.kind == "rows":
-        return float(window.rows or 0)
-    if window.kind == "range" and window.size_seconds is not None:
-        return stat.tuples_per_second * window.size_seconds
-    return None
-
-
-def _scjoin(join: Join, left: Shield, right: Shield, strategy: str, stats: Mapping[str, PolicyStats]) -> Node | None:
+def _scjoin(join: Join, left: Shield, right: Shield, strategy: str) -> Node | None:
     reason = strategy
     if strategy == "adaptive":
         # On Spark, Catalyst pushes a lifted shield's filter (one input's columns) below the
         # join, so probe-and-filter runs as filter-and-probe plus masked join keys and a second
         # decoding of the governing SPs: measured slower at every point of bench/results
         # (Fig. 16), even planned without push-down. Adaptive therefore filters first here.
-        # Section 5.4's heuristic (scjoin_strategy) is not shown: its numbers describe every
-        # provider's policies, which the user may not see (issue 11, class 5).
+        # Section 5.4's cardinality heuristic is not computed: its outcome was never used, and
+        # its statistics cover every provider's policies, which explain may not show
+        # (issue 11, class 5).
         strategy = "filter-and-probe"
         reason = "adaptive: filter-and-probe (on Spark it is never slower)"
     if strategy == "filter-and-probe":
@@ -170,4 +131,4 @@ def _scjoin(join: Join, left: Shield, right: Shield, strategy: str, stats: Mappi
     return replace(left, child=inner, placement="probe-and-filter", reason=f"SCJoin {reason}")
 
 
-__all__ = ["PLACEMENTS", "PolicyStats", "STRATEGIES", "estimated_selectivity", "scjoin_strategy", "shield_pass"]
+__all__ = ["PLACEMENTS", "STRATEGIES", "estimated_selectivity", "shield_pass"]
