@@ -136,12 +136,7 @@ def read_relations(
     the tuples the level dominates, each with its ``level`` (counts go to ``shepherd_counts``).
     """
     needed = {s.stream for s in sources(plan)}
-    missing = sorted(needed - set(inputs))
-    if missing:
-        raise InputError(f"no input given for stream {', '.join(missing)} (use --input {missing[0]}=PATH)")
-    unknown = sorted(set(inputs) - set(catalog.streams))
-    if unknown:
-        raise InputError(f"--input names unknown stream {unknown[0]!r} (catalog streams: {', '.join(catalog.streams)})")
+    check_streams_given(catalog, needed, inputs)
     shields = shields or {}
     counted = {s.stream for s in sources(plan) if s.window is not None and s.window.kind == "rows"}
     raw = {}
@@ -225,6 +220,16 @@ LINE_SUFFIXES = (".jsonl", ".json")
 FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
 
 
+def check_streams_given(catalog: Catalog, streams: Iterable[str], inputs: Mapping[str, str | Path]) -> None:
+    """Every stream of ``streams`` has an input, and every input names a catalog stream."""
+    missing = sorted(set(streams) - set(inputs))
+    if missing:
+        raise InputError(f"no input given for stream {', '.join(missing)} (use --input {missing[0]}=PATH)")
+    unknown = sorted(set(inputs) - set(catalog.streams))
+    if unknown:
+        raise InputError(f"--input names unknown stream {unknown[0]!r} (catalog streams: {', '.join(catalog.streams)})")
+
+
 class InputWarning(UserWarning):
     """Input files a reader will skip (the CLI prints these as ``warning: ...``)."""
 
@@ -243,12 +248,7 @@ def check_inputs(catalog: Catalog, streams: Iterable[str], inputs: Mapping[str, 
     import warnings
 
     streams = sorted(set(streams))
-    missing = [s for s in streams if s not in inputs]
-    if missing:
-        raise InputError(f"no input given for stream {', '.join(missing)} (use --input {missing[0]}=PATH)")
-    unknown = sorted(set(inputs) - set(catalog.streams))
-    if unknown:
-        raise InputError(f"--input names unknown stream {unknown[0]!r} (catalog streams: {', '.join(catalog.streams)})")
+    check_streams_given(catalog, streams, inputs)
     line_read = set(line_read)
     for name in streams:
         path = Path(inputs[name])

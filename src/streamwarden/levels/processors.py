@@ -129,14 +129,4 @@ def level_slug(level: str) -> str:
     return "_".join("bot" if p == "⊥" else "top" if p == "T" else re.sub(r"[^A-Za-z0-9]", "-", p) for p in parts)
 
 
-def check_ids(queries: Sequence[LevelQuery]) -> None:
-    seen: set[str] = set()
-    for q in queries:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", q.id) or q.id.startswith("_"):
-            raise StreamwardenError(f"query id {q.id!r} must be letters, digits, '_', '.' or '-' (it names a folder)")
-        if q.id in seen:
-            raise StreamwardenError(f"query id {q.id!r} is registered twice")
-        seen.add(q.id)
-
-
-__all__ = ["LevelProcessor", "LevelQuery", "check_ids", "level_slug", "read_query_output", "start_processors"]
+__all__ = ["LevelProcessor", "LevelQuery", "level_slug", "read_query_output", "start_processors"]
