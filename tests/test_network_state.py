@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 
@@ -19,6 +18,7 @@ from streamwarden.network.authorization import AuthorizationServer
 from streamwarden.network.registry import load_queries_text
 from streamwarden.network.replay import replay_network
 from streamwarden.network.spark_runner import SharedNetworkRun, read_user_rows
+from test_network_streaming import feed, full, iso  # the same file feeding and row comparison
 
 pytestmark = pytest.mark.spark
 
@@ -42,10 +42,6 @@ T0 = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 STREAMS = ("Stream1", "Stream2")
 
 
-def iso(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%S") + "Z"
-
-
 def records(n: int) -> dict[str, list[dict]]:
     """One tuple per stream every 15 s; the last, four hours on, closes every window (no query keeps it)."""
     late = T0 + timedelta(hours=4)
@@ -57,16 +53,6 @@ def records(n: int) -> dict[str, list[dict]]:
                      "speed": float(10 + i % 40)} for i in range(n)]
         + [{"ts": iso(late), "location": "zz", "speed": 99.0}],
     }
-
-
-def feed(root: Path, part: int, data: dict[str, list[dict]], lo: int, hi: int) -> None:
-    for stream, rows in data.items():
-        (root / stream).mkdir(parents=True, exist_ok=True)
-        (root / stream / f"part-{part}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[lo:hi]))
-
-
-def full(rows) -> list[str]:  # type: ignore[no-untyped-def]
-    return sorted(json.dumps(r, sort_keys=True) for r in rows)
 
 
 def committed(run: SharedNetworkRun) -> int:
