@@ -156,10 +156,12 @@ def test_implication_is_sound(antecedent: str, consequent: str, expected: bool) 
     assert implies(bind(antecedent), bind(consequent)) is expected
 
 
-def test_explain_sql_merges_policies_only_where_both_join_sides_are_secured(drill_catalog) -> None:
-    from streamwarden.engine.sql import to_sql
+@pytest.mark.spark
+def test_explain_sql_merges_policies_only_where_both_join_sides_are_secured(spark, drill_catalog) -> None:
+    from streamwarden.api import authorize
+    from streamwarden.engine.sql import graph_sql
 
-    r = rewrite(drill_catalog, "paul", "SELECT BPressure, Pos FROM Position, Health WHERE Position.SID = Health.SID")
-    read_path, join_path = (to_sql(g.root) for g in r.graphs)
-    assert "concat(l._policies, r._policies)" in read_path
-    assert "l._policies" not in join_path and "array('p4') AS _policies" in join_path
+    r = authorize(drill_catalog, "paul", "SELECT BPressure, Pos FROM Position, Health WHERE Position.SID = Health.SID")
+    read_path, join_path = graph_sql(drill_catalog, r, spark).values()
+    assert "sort_array(array_distinct(concat(_policies, __right_policies)), true) AS _policies" in read_path
+    assert "concat(" not in join_path and "array('p4') AS _policies" in join_path

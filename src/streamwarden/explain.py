@@ -7,11 +7,16 @@ the query's level (no counts, no sources). ``explain --network`` is the network
 operator's view (every query, user and output of the network) and is kept apart:
 :func:`network_json` / :func:`~streamwarden.network.optimizer.network_text`.
 
+The Spark SQL under each deployed graph is Spark's own plan of the job replay runs
+(:mod:`streamwarden.engine.sql`), so it needs the catalog and a SparkSession (started if
+none is active); ``sql=False`` leaves it out and needs neither. The inputs' plans are
+never shown (only their columns), so the SQL says nothing the graph above it does not.
+
     >>> from streamwarden.catalog.loader import load_catalog
     >>> from streamwarden.rewrite.algorithm import rewrite
     >>> catalog = load_catalog("examples/drill.yaml")
     >>> r = rewrite(catalog, "paul", "SELECT SID, Platoon FROM Position")
-    >>> print(explain_text(r, catalog).splitlines()[0])
+    >>> print(explain_text(r, catalog, sql=False).splitlines()[0])
     Query for paul (roles: Doctor): SELECT SID, Platoon FROM Position
 """
 
@@ -22,7 +27,6 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from streamwarden.catalog.model import Catalog
-from streamwarden.engine.sql import to_sql
 from streamwarden.plan.nodes import Shield, render_tree, walk
 from streamwarden.rewrite.algorithm import Rewriting
 
@@ -32,6 +36,8 @@ if TYPE_CHECKING:
 
 
 def explain_text(rewriting: Rewriting, catalog: Catalog | None = None, *, sql: bool = True) -> str:
+    """The explanation as text; ``sql`` (with the ``catalog``): each deployed graph's Spark SQL."""
+    sql_of = graph_sql(rewriting, catalog) if sql else {}
     roles = ""
     if catalog is not None and rewriting.user in catalog.users:
         roles = f" (roles: {', '.join(sorted(catalog.effective_roles(rewriting.user)))})"
@@ -45,9 +51,9 @@ def explain_text(rewriting: Rewriting, catalog: Catalog | None = None, *, sql: b
         if not g.deployed:
             lines.append(f"  reason: {g.reason}")
         lines.append(textwrap.indent(render_tree(g.root), "  "))
-        if sql and g.deployed:
-            lines.append("  Spark SQL:")
-            lines.append(textwrap.indent(to_sql(g.root), "    "))
+        if g.id in sql_of:
+            lines.append("  Spark SQL (Spark's plan of the replay job):")
+            lines.append(textwrap.indent(sql_of[g.id], "    "))
         lines.append("")
     if rewriting.level is not None:
         lines.append(f"Security level: the query runs at {rewriting.level}; every input is guarded there, below "
@@ -69,6 +75,16 @@ def explain_text(rewriting: Rewriting, catalog: Catalog | None = None, *, sql: b
         lines.append("Not authorized:")
         lines.extend(f"  {note}" for note in rewriting.notes)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def graph_sql(rewriting: Rewriting, catalog: Catalog | None) -> dict[str, str]:
+    """Per deployed graph id, its Spark SQL (none without the catalog, which says how each
+    stream is read). pyspark is imported here only when asked for, not with this module."""
+    if catalog is None or not rewriting.deployed:
+        return {}
+    from streamwarden.engine.sql import graph_sql as spark_sql
+
+    return spark_sql(catalog, rewriting)
 
 
 def shields_of(rewriting: Rewriting) -> list[Shield]:
@@ -107,7 +123,9 @@ def network_json(placed: "PlacedNetwork", shared: "SharedPlan") -> dict:
     }
 
 
-def explain_json(rewriting: Rewriting) -> dict:
+def explain_json(rewriting: Rewriting, catalog: Catalog | None = None, *, sql: bool = True) -> dict:
+    """The explanation as data; ``sql`` (with the ``catalog``): each deployed graph's Spark SQL."""
+    sql_of = graph_sql(rewriting, catalog) if sql else {}
     return {
         "user": rewriting.user,
         "query": rewriting.query,
@@ -116,7 +134,7 @@ def explain_json(rewriting: Rewriting) -> dict:
             {
                 "id": g.id, "kind": g.kind, "policies": list(g.policies), "deployed": g.deployed,
                 "reason": g.reason or None, "plan": render_tree(g.root),
-                "sql": to_sql(g.root) if g.deployed else None,
+                "sql": sql_of.get(g.id),
             }
             for g in rewriting.graphs
         ],

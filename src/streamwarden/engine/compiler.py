@@ -7,12 +7,22 @@ and, below the first secure view, an array ``_policies`` naming the policies tha
 row through.
 
     >>> # compile_graph(graph.root, Inputs(frames={"Position": df}))  -> DataFrame
+
+Whoever needs the frame of every operator, not just the root's (``explain`` prints each
+as one step of its Spark SQL), watches the compiler instead of compiling a second time:
+
+    >>> with watching() as compiled:
+    ...     pass  # build_job(...) here: every compile_graph call appends a Compiled
+    >>> compiled
+    []
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
@@ -61,7 +71,39 @@ class Inputs:
 def compile_graph(root: Node, inputs: Inputs) -> DataFrame:
     """The DataFrame computing ``root`` (each shared node compiled once)."""
     needs_actions = bool(_graph_actions(root))
-    return _Compiler(inputs, needs_actions).compile(root)
+    compiler = _Compiler(inputs, needs_actions)
+    frame = compiler.compile(root)
+    for watcher in _watchers.get():
+        watcher.append(Compiled(root, inputs, tuple(compiler.built)))
+    return frame
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One graph as :func:`compile_graph` built it: the frame of each operator it compiled,
+    children before their parents (the root's last), over ``inputs``."""
+
+    root: Node
+    inputs: Inputs
+    operators: tuple[tuple[Node, DataFrame], ...]
+
+
+_watchers: ContextVar[tuple[list[Compiled], ...]] = ContextVar("streamwarden_compiler_watchers", default=())
+
+
+@contextmanager
+def watching() -> Iterator[list[Compiled]]:
+    """Collect every graph compiled inside the block (in this thread or task).
+
+    ``explain`` renders what the executor's own path (``build_job``) compiles, operator by
+    operator, rather than compiling on a side path that could differ from it.
+    """
+    compiled: list[Compiled] = []
+    token = _watchers.set((*_watchers.get(), compiled))
+    try:
+        yield compiled
+    finally:
+        _watchers.reset(token)
 
 
 def compile_operator(node: Node, children: list[DataFrame], inputs: Inputs) -> DataFrame:
@@ -161,6 +203,7 @@ class _Compiler(_RowsWindows):
         self.inputs = inputs
         self.needs_actions = needs_actions
         self.memo: dict[int, DataFrame] = {}
+        self.built: list[tuple[Node, DataFrame]] = []  # every operator compiled, children first
         self.handlers: dict[type, Callable[[Node], DataFrame]] = {
             Source: self.source, Filter: self.filter, SecureView: self.secure_view,
             Project: self.project, Join: self.join, Aggregate: self.aggregate, Shield: self.shield,
@@ -174,6 +217,7 @@ class _Compiler(_RowsWindows):
             if handler is None:
                 raise UnsupportedError(f"the Spark backend cannot run {type(node).__name__} (node {node.id})")
             self.memo[key] = handler(node)
+            self.built.append((node, self.memo[key]))
         return self.memo[key]
 
     # -- one function per operator ----------------------------------------------------------

@@ -1,128 +1,119 @@
-"""Render an authorized graph as the Spark SQL it compiles to (for ``explain``).
+"""The Spark SQL of an authorized graph, as ``explain`` shows it: Spark's own plan of what runs.
 
-This text is for people: the engine builds Column expressions directly and never runs
-it. It mirrors :mod:`streamwarden.engine.compiler` operator by operator, with the same
-physical column names (``relation__attr``) and the same secure-view masking.
+The text is derived from the job the executor runs, never written by hand beside it.
+:func:`graph_sql` builds the replay job exactly as ``replay`` does
+(:func:`~streamwarden.engine.execute.build_job`, the same readers over empty input
+folders), watches the compiler build each operator's DataFrame
+(:func:`~streamwarden.engine.compiler.watching`), and prints Spark's analyzed plan of
+them (:mod:`streamwarden.engine.plan_sql`): one ``WITH`` step per operator of the graph,
+named after its node (``#n1.sec`` is ``n1_sec``), over the inputs by relation name.
 
-    >>> from streamwarden.plan.nodes import Source
-    >>> print(to_sql(Source("Position", "Position", (("ts", "timestamp"), ("Pos", "double")))))
-    SELECT ts AS Position__ts, Pos AS Position__Pos FROM Position
+Why this design, and not the compiler producing SQL text beside its Columns from one
+description of each operator: a second output of the compiler is still a second
+rendering. Its SQL for a Column expression (``try_add``, the shield's lambdas, the level
+functions) would be written by us and could drift from the Column (the hand-kept
+rendering this replaced had drifted on ``[NOW]`` bounds and gapped windows), and turning
+text into Columns instead would paste catalog values into SQL, which
+:mod:`streamwarden.engine.columns` exists to avoid. Spark's plan has nothing to drift
+from: it *is* what Spark optimizes and executes. The cost is a SparkSession (explain
+starts one, a few seconds) and a compile over empty inputs (about a second per graph);
+``explain_text(..., sql=False)`` needs neither.
+
+What is shown is the user's own graph: the plans of the inputs (readers, shields'
+SP kernels, the shepherd, action values) are cut out and only named, with their
+columns. The graph holds only the user's policies, profile values and level, which
+``explain`` shows anyway. It is the replay plan; a continuous run compiles the same
+operators over streams, except that its joins keep no replay time buckets (the
+watermark bounds their state) and a ``[ROWS n]`` window keeps its tuples in the state
+store.
+
+    >>> step_name("n1.sec"), step_name("")
+    ('n1_sec', 'step')
 """
 
 from __future__ import annotations
 
-import textwrap
+import re
+from dataclasses import replace
+from pathlib import Path
+from tempfile import TemporaryDirectory
 
-from streamwarden.engine.columns import physical_name
-from streamwarden.plan import expr as E
-from streamwarden.plan.nodes import (Aggregate, Filter, Join, LevelGuard, Node, Project, SecureView, Shield, Source,
-                                     sources, walk)
+from pyspark.sql import DataFrame, SparkSession
 
-
-def sql_expr(expr: E.Expr) -> str:
-    text = E.render(expr)
-    for column in sorted(E.columns(expr), key=lambda c: -len(c.relation + c.name)):
-        text = text.replace(f"{column.relation}.{column.name}", physical_name(column.relation, column.name))
-    for action in E.action_refs(expr):
-        text = text.replace(f"{action.kind}({action.action})", f"__action__{action.action}__{action.kind}")
-    return text
+from streamwarden.catalog.model import Catalog
+from streamwarden.engine.compiler import Compiled, action_names, watching
+from streamwarden.engine.plan_sql import UnnamedInput, query_sql, quote
+from streamwarden.errors import StreamwardenError
+from streamwarden.plan.nodes import Node, Source, sources
+from streamwarden.rewrite.algorithm import Rewriting
 
 
-def _sub(node: Node) -> str:
-    return "(\n" + textwrap.indent(to_sql(node), "  ") + "\n)"
+def graph_sql(catalog: Catalog, rewriting: Rewriting, spark: SparkSession | None = None) -> dict[str, str]:
+    """Per deployed graph id, the Spark SQL its replay runs, or why Spark cannot run it."""
+    if spark is None:
+        from streamwarden.engine.session import get_spark
+
+        try:
+            spark = get_spark()
+        except Exception as exc:  # no Java, or the JVM did not start: explain still says the rest
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            return {g.id: f"-- not shown: Spark did not start ({reason})" for g in rewriting.deployed}
+    with TemporaryDirectory(prefix="streamwarden-explain-") as folder:
+        inputs = empty_inputs(Path(folder), rewriting.plan)
+        return {g.id: _one_graph(spark, catalog, replace(rewriting, graphs=(g,)), inputs) for g in rewriting.deployed}
 
 
-def _has_policies(node: Node) -> bool:
-    return any(isinstance(n, SecureView) for n in walk(node))
+def _one_graph(spark: SparkSession, catalog: Catalog, rewriting: Rewriting, inputs: dict[str, Path]) -> str:
+    """Each graph alone, so one that Spark cannot run does not hide the others."""
+    from streamwarden.engine.execute import build_job  # execute imports this package's compiler
+
+    with watching() as compiled:
+        try:
+            build_job(spark, catalog, rewriting, inputs, streaming=False)
+        except StreamwardenError as exc:
+            return f"-- Spark cannot run this graph: {exc}"
+    try:
+        return compiled_sql(compiled[-1])
+    except UnnamedInput:  # rather nothing than a text that would show how an input is read
+        return "-- not shown: the plan reads an input explain could not tell apart (please report this)"
 
 
-def _shield_sql(node: Shield) -> str:
-    """The shield's masks: ``_gov`` holds the SP codes the per-provider shield attached."""
-    source = next(s for s in sources(node) if s.relation == node.relation)
-    gov, key = physical_name(node.relation, "_gov"), physical_name(node.relation, node.key)
-    grant = " AND s.g" if node.grant_only else ""
-    mask = (f"aggregate({gov}, 0L, (m, s) -> m | IF(s.p{grant} AND sp_match(s, {key}), s.m, 0L)) & "
-            f"~aggregate({gov}, 0L, (m, s) -> m | IF(NOT s.p AND sp_match(s, {key}), s.m, 0L))")
-    if node.server:
-        op = "&" if node.combine == "intersect" else "|"
-        mask = f"IF(exists({gov}, s -> s.i), {mask}, ({mask}) {op} server_mask({key}))"
-    cols = [physical_name(node.relation, n) if n == "ts" else
-            f"CASE WHEN __mask & {1 << j} != 0 THEN {physical_name(node.relation, n)} END AS "
-            f"{physical_name(node.relation, n)}" for j, (n, t) in enumerate(source.schema) if t != "level"]
-    others = sum(1 << j for j, (n, _) in enumerate(source.schema) if n != "ts")
-    where = [f"__mask & {others} != 0"] + [sql_expr(p) for p in node.rechecked]
-    return (f"SELECT {', '.join(cols)}\nFROM (SELECT *, {mask} AS __mask\n      FROM {_sub(node.child)})\n"
-            f"WHERE {' AND '.join(where)}")
+def empty_inputs(folder: Path, plan: Node) -> dict[str, Path]:
+    """An empty input folder per stream of ``plan``: the readers build their plans (and so
+    the columns they give each relation) without any data."""
+    inputs = {}
+    for stream in sorted({s.stream for s in sources(plan)}):
+        inputs[stream] = folder / stream
+        inputs[stream].mkdir()
+    return inputs
 
 
-def to_sql(node: Node) -> str:
-    """Spark SQL text equivalent to ``node``."""
-    if isinstance(node, Source):
-        cols = ", ".join(f"{n} AS {physical_name(node.relation, n)}" for n, t in node.schema if t != "level")
-        return f"SELECT {cols} FROM {node.stream}"
-    if isinstance(node, LevelGuard):
-        level = physical_name(node.relation, "level")
-        origin = (f"shepherd_level({physical_name(node.relation, str(node.source.attribute))})"  # type: ignore[attr-defined]
-                  if node.source is not None and node.source.attribute else  # type: ignore[attr-defined]
-                  f"level '{node.source.fixed if node.source is not None else 'top'}'")  # type: ignore[attr-defined]
-        return (f"SELECT *, {origin} AS {level}\nFROM {_sub(node.child)}\n"
-                f"WHERE dominated_by({level}, '{node.level}')")
-    if isinstance(node, Filter):
-        return f"SELECT * FROM {_sub(node.child)} WHERE {sql_expr(node.predicate)}"
-    if isinstance(node, SecureView):
-        conds = [f"coalesce({sql_expr(v.condition)}, false)" for v in node.views]
-        cols = []
-        for f in node.fields:
-            name = physical_name(f.relation, f.name)
-            grantors = [c for v, c in zip(node.views, conds) if v.grants(f)]
-            if f.name == "ts" or len(grantors) == len(conds):
-                cols.append(name)
-            elif not grantors:
-                cols.append(f"NULL AS {name}")
-            else:
-                cols.append(f"CASE WHEN {' OR '.join(grantors)} THEN {name} END AS {name}")
-        policies = ", ".join(f"CASE WHEN {c} THEN array('{v.policy_id}') ELSE array() END"
-                             for v, c in sorted(zip(node.views, conds), key=lambda vc: vc[0].policy_id))
-        cols.append(f"concat({policies}) AS _policies" if len(conds) > 1 else f"array('{node.views[0].policy_id}') AS _policies")
-        return f"SELECT {', '.join(cols)}\nFROM {_sub(node.child)}\nWHERE {' OR '.join(conds)}"
-    if isinstance(node, Shield):
-        return _shield_sql(node)
-    if isinstance(node, Project):
-        items = ", ".join(f"{sql_expr(e)} AS `{n}`" for n, e in node.items)
-        return f"SELECT {items}, _policies FROM {_sub(node.child)}"
-    if isinstance(node, Join):
-        bounds = []
-        for a in sources(node.left):
-            for b in sources(node.right):
-                ta, tb = physical_name(a.relation, "ts"), physical_name(b.relation, "ts")
-                if b.window is not None and b.window.size_seconds is not None:
-                    bounds.append(f"{tb} >= {ta} - INTERVAL {b.window.size_seconds:g} SECONDS")
-                if a.window is not None and a.window.size_seconds is not None:
-                    bounds.append(f"{tb} <= {ta} + INTERVAL {a.window.size_seconds:g} SECONDS")
-        on = " AND ".join([sql_expr(node.predicate)] + bounds)
-        secured = [_has_policies(node.left), _has_policies(node.right)]
-        if all(secured):
-            cols = "l.*, r.* EXCEPT (_policies), sort_array(array_distinct(concat(l._policies, r._policies))) AS _policies"
-        else:  # a join policy's view comes after this join: only one side (or none) carries _policies
-            cols = "l.*, r.*"
-        return f"SELECT {cols}\nFROM {_sub(node.left)} l\nJOIN {_sub(node.right)} r\nON {on}"
-    if isinstance(node, Aggregate) and node.window is not None and node.window.kind == "rows":
-        n = node.window.rows or 1
-        frame = f"OVER (ORDER BY {sql_expr(node.event_time)}, arrival ROWS BETWEEN {n - 1} PRECEDING AND CURRENT ROW)"
-        aggs = [f"{a.func}(IF(qualifies, {sql_expr(a.arg) if a.arg is not None else '1'}, NULL)) {frame} AS `{a.name}`"
-                for a in node.aggregates]
-        return (f"-- [ROWS {n}]: the window holds the last {n} tuples; WHERE decides which of them count"
-                f"\nSELECT {sql_expr(node.event_time)} AS ts, {', '.join(aggs)}\nFROM {_sub(node.child)}")
-    if isinstance(node, Aggregate):
-        w = node.window
-        size = f"{w.size_seconds:g} seconds" if w and w.size_seconds else "?"
-        slide = f"{(w.slide_seconds or w.size_seconds):g} seconds" if w and w.size_seconds else "?"
-        time = sql_expr(node.event_time)
-        aggs = [f"{a.func}({sql_expr(a.arg) if a.arg is not None else '*'}) AS `{a.name}`" if a.granted
-                else f"NULL AS `{a.name}`" for a in node.aggregates]
-        groups = [f"{sql_expr(g)} AS `{n}`" for n, g in node.group_by]
-        by = ", ".join([f"window({time}, '{size}', '{slide}')"] + [sql_expr(g) for _, g in node.group_by])
-        cols = ["window.start AS window_start", "window.end AS window_end", *groups, *aggs,
-                "sort_array(array_distinct(flatten(collect_set(_policies)))) AS _policies"]
-        return f"SELECT {', '.join(cols)}\nFROM {_sub(node.child)}\nGROUP BY {by}"
-    raise TypeError(type(node).__name__)
+def compiled_sql(compiled: Compiled) -> str:
+    """One compiled graph as a ``WITH`` query: a step per operator, the root's SELECT last."""
+    used = {s.relation for s in sources(compiled.root)}
+    inputs: list[tuple[str, DataFrame]] = [(quote(r), f) for r, f in compiled.inputs.frames.items() if r in used]
+    if compiled.inputs.actions is not None and action_names(compiled.root):  # another graph's may be there
+        inputs.append(("actions", compiled.inputs.actions))
+    taken = {name for name, _ in inputs}
+    steps: list[tuple[str, DataFrame]] = []
+    *operators, (_, result) = compiled.operators
+    for node, frame in operators:
+        if isinstance(node, Source) and frame is compiled.inputs.frames.get(node.relation):
+            continue  # the input itself
+        name = _unique(step_name(node.id), taken)
+        taken.add(name)
+        steps.append((name, frame))
+    return query_sql(result, steps, inputs)
+
+
+def step_name(node_id: str) -> str:
+    """A graph node's id as a SQL name."""
+    return re.sub(r"\W", "_", node_id) or "step"
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    candidate, k = name, 1
+    while candidate in taken:
+        k += 1
+        candidate = f"{name}_{k}"
+    return candidate
