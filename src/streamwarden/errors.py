@@ -113,6 +113,11 @@ class InputError(StreamwardenError):
     """A recorded or streamed input record is broken; names the file and the record."""
 
 
+class UsageError(StreamwardenError):
+    """A command-line argument or setting is malformed or refused (``--conf``, ``--master``,
+    their environment variables); says which and what form it takes."""
+
+
 class UnsupportedError(StreamwardenError):
     """The query is valid but this backend cannot run it (yet); says what and why."""
 

@@ -1,55 +1,258 @@
-"""The SparkSession streamwarden runs on: local, UTC, quiet, sized for small machines.
+"""The SparkSession streamwarden runs on: UTC, private outputs, sized from its master.
 
-``get_spark()`` returns the active session or creates one (``local[2]`` unless
-``STREAMWARDEN_MASTER`` says otherwise) with the session time zone set to UTC, so every
-timestamp streamwarden reads or writes means the same instant. Everything Spark writes
-(sinks, checkpoints) is created readable by its owner only (``fs.permissions.umask-mode``
-077; the CLI also sets the process umask to 077 before Spark starts).
+:func:`get_spark` returns the active session, or creates one from three layers of
+settings, each overriding the one before (:func:`spark_settings`):
+
+1. streamwarden's defaults: master ``local[2]``, and the settings below;
+2. the environment: ``STREAMWARDEN_MASTER`` (a master URL) and ``STREAMWARDEN_SPARK_CONF``
+   (``KEY=VALUE`` entries, one per line: values such as ``spark.jars`` or
+   ``spark.driver.extraJavaOptions`` hold commas and spaces, never a newline);
+3. the command line: ``--master URL`` and ``--conf KEY=VALUE`` (repeatable).
+
+Two settings carry security, so no layer may change them: ``spark.sql.session.timeZone``
+is UTC (every timestamp streamwarden reads, compares and writes means one instant), and
+``spark.hadoop.fs.permissions.umask-mode`` is 077 (everything Spark writes, sinks and
+checkpoints, is readable by its owner only; the CLI also sets the process umask to 077
+before Spark starts). ``spark.master`` is given with ``--master``, not ``--conf``.
+
+Shuffle partitions and default parallelism follow the master's cores (``local[N]``: N,
+``local[*]``: this machine's, ``local-cluster[n,c,m]``: n × c); on a real cluster Spark's
+own defaults stand unless ``--conf`` sets them. A streaming query keeps the shuffle
+partitions it started with in its checkpoint.
+
+Off a ``local[...]`` master, the package ships to the executors
+(:mod:`streamwarden.engine.shipping`), so a node without streamwarden installed runs its
+Python data sources, shields and ``[ROWS n]`` windows.
+
+The Spark UI is off unless ``--conf spark.ui.enabled=true``. Kept off on purpose, not
+only for speed: it is a web server on the driver, listening on every interface without
+authentication unless configured (``spark.ui.filters``, ``spark.acls.enable``), that
+shows every running query's plan, with its policies' predicates and constants. The
+operator who wants it opts in knowingly; tests and the demo also need no ports 4040+.
+
+    >>> settings = spark_settings("local-cluster[2,1,1024]", ["spark.executor.memory=2g"], environ={})
+    >>> settings.conf["spark.sql.shuffle.partitions"], settings.conf["spark.executor.memory"], settings.ships_package
+    ('2', '2g', True)
+    >>> spark_settings(None, ["spark.ui.enabled"], environ={})
+    Traceback (most recent call last):
+    streamwarden.errors.UsageError: --conf expects KEY=VALUE, got 'spark.ui.enabled'
 """
 
 from __future__ import annotations
 
 import os
+import re
+import sys
 from contextlib import contextmanager
-from typing import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from pyspark.sql import SparkSession
 
-_SETTINGS = {
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.default.parallelism": "2",
-    "spark.ui.enabled": "false",
+from streamwarden.errors import UsageError
+
+MASTER_ENV = "STREAMWARDEN_MASTER"
+CONF_ENV = "STREAMWARDEN_SPARK_CONF"
+DEFAULT_MASTER = "local[2]"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+PARALLELISM = "spark.default.parallelism"
+
+#: Settings streamwarden's security relies on: refused if any layer changes them.
+PROTECTED = {
+    "spark.sql.session.timeZone": ("UTC", "every timestamp streamwarden reads and writes means one instant"),
+    # Hadoop's file systems set the permissions of what they create from this umask
+    # (folders 0700, files 0600), whatever the process's own.
+    "spark.hadoop.fs.permissions.umask-mode": ("077", "outputs and checkpoints stay private to their owner"),
+}
+
+_DEFAULTS = {
+    **{key: value for key, (value, _) in PROTECTED.items()},
+    "spark.ui.enabled": "false",  # opt in with --conf spark.ui.enabled=true (see the module's docstring)
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.adaptive.enabled": "false",  # streaming ignores it; keep batch replay plans alike
     "spark.sql.jsonGenerator.ignoreNullFields": "false",  # NULL attributes stay visible keys
     "spark.sql.streaming.stateStore.providerClass":
         "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
     "spark.driver.extraJavaOptions": "-Dderby.system.home=/tmp/streamwarden-derby",
-    # Outputs are private to their owner: Hadoop's file systems set the permissions of what
-    # they create from this umask (folders 0700, files 0600), whatever the process's own.
-    "spark.hadoop.fs.permissions.umask-mode": "077",
 }
 
+_LOCAL = re.compile(r"local(?:\[\s*(\d+|\*)\s*(?:,\s*\d+\s*)?\])?")  # local, local[N], local[*], local[N,F]
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]")
+_REMOTE = re.compile(r"(spark://\S+|yarn|k8s://\S+)")
+_KEY = re.compile(r"spark\.[^\s=]+")
+MASTERS = "local[N], local[*], local-cluster[n,c,m], spark://HOST:PORT, yarn or k8s://https://HOST:PORT"
 
-def get_spark(master: str | None = None, app_name: str = "streamwarden") -> SparkSession:
-    """Return the active SparkSession, creating a local one configured for streamwarden."""
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """Where Spark runs and every setting it starts with (made by :func:`spark_settings`)."""
+
+    master: str
+    conf: Mapping[str, str]
+
+    @property
+    def ships_package(self) -> bool:
+        """Do executors run apart from this process's Python (any master but ``local[...]``)?"""
+        return _LOCAL.fullmatch(self.master) is None
+
+
+def master_cores(master: str) -> int | None:
+    """The cores a local master gives Spark, or None for a cluster's master.
+
+        >>> [master_cores(m) for m in ("local", "local[4]", "local[3, 2]", "local-cluster[2,1,1024]", "yarn")]
+        [1, 4, 3, 2, None]
+    """
+    local = _LOCAL.fullmatch(master)
+    if local is not None:
+        threads = local.group(1) or "1"
+        return (os.cpu_count() or 1) if threads == "*" else int(threads)
+    cluster = _LOCAL_CLUSTER.fullmatch(master)
+    if cluster is not None:
+        return int(cluster.group(1)) * int(cluster.group(2))
+    return None
+
+
+def check_master(master: str, where: str) -> str:
+    """``master`` if Spark can run streamwarden on it; else one line saying which forms are.
+
+        >>> check_master("spark://head:7077", "--master")
+        'spark://head:7077'
+        >>> check_master("local[two]", "--master")
+        Traceback (most recent call last):
+        streamwarden.errors.UsageError: --master 'local[two]' is not a Spark master URL: use local[N], local[*], local-cluster[n,c,m], spark://HOST:PORT, yarn or k8s://https://HOST:PORT
+    """
+    if not any(form.fullmatch(master) for form in (_LOCAL, _LOCAL_CLUSTER, _REMOTE)):
+        raise UsageError(f"{where} {master!r} is not a Spark master URL: use {MASTERS}")
+    return master
+
+
+def parse_conf(entries: Iterable[str], where: str) -> dict[str, str]:
+    """``KEY=VALUE`` entries as a dict (a later entry for a key wins), each checked: a key
+    is ``spark.`` and more, without spaces; the protected settings keep their values.
+
+        >>> parse_conf(["spark.executor.memory=2g", "spark.executor.memory=4g"], "--conf")
+        {'spark.executor.memory': '4g'}
+        >>> parse_conf(["spark.sql.session.timeZone=Europe/Paris"], "--conf")
+        Traceback (most recent call last):
+        streamwarden.errors.UsageError: --conf spark.sql.session.timeZone=Europe/Paris is refused: streamwarden keeps it UTC (every timestamp streamwarden reads and writes means one instant)
+    """
+    conf: dict[str, str] = {}
+    for entry in entries:
+        key, sep, value = entry.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"{where} expects KEY=VALUE, got {entry!r}")
+        if not _KEY.fullmatch(key):
+            raise UsageError(f"{where} {key!r}: a Spark setting's key starts with 'spark.' and has no spaces "
+                             "(a Hadoop setting: spark.hadoop.KEY)")
+        if key == "spark.master":
+            raise UsageError(f"{where} spark.master: give the master with --master or ${MASTER_ENV}")
+        if key in PROTECTED and value.strip() != PROTECTED[key][0]:
+            required, why = PROTECTED[key]
+            raise UsageError(f"{where} {key}={value} is refused: streamwarden keeps it {required} ({why})")
+        conf[key] = value.strip()
+    return conf
+
+
+def spark_settings(master: str | None = None, conf: Sequence[str] = (),
+                   environ: Mapping[str, str] | None = None) -> SparkSettings:
+    """The settings a new session starts with: command line (``master``, ``conf``) over
+    environment (``environ``, default ``os.environ``) over defaults. Raises
+    :class:`~streamwarden.errors.UsageError` on a malformed or refused entry, before any
+    Spark starts."""
+    environ = os.environ if environ is None else environ
+    if master is not None:
+        chosen = check_master(master.strip(), "--master")
+    elif environ.get(MASTER_ENV, "").strip():
+        chosen = check_master(environ[MASTER_ENV].strip(), MASTER_ENV)
+    else:
+        chosen = DEFAULT_MASTER
+    lines = [line for line in environ.get(CONF_ENV, "").splitlines() if line.strip()]
+    from_environment = parse_conf(lines, CONF_ENV)
+    from_command_line = parse_conf(conf, "--conf")
+    settings = dict(_DEFAULTS)
+    cores = master_cores(chosen)
+    if cores is not None:  # a local master's cores; on a cluster's, Spark's defaults stand
+        settings[SHUFFLE_PARTITIONS] = settings[PARALLELISM] = str(cores)
+    settings.update(from_environment)
+    settings.update(from_command_line)
+    return SparkSettings(chosen, MappingProxyType(settings))
+
+
+_requested: SparkSettings | None = None
+
+
+@contextmanager
+def requested(settings: SparkSettings) -> Iterator[SparkSettings]:
+    """Inside the block, a :func:`get_spark` that creates a session uses ``settings``: how
+    one CLI command's ``--master`` and ``--conf`` reach every code path that starts Spark."""
+    global _requested
+    previous, _requested = _requested, settings
+    try:
+        yield settings
+    finally:
+        _requested = previous
+
+
+def get_spark(master: str | None = None, app_name: str = "streamwarden", conf: Sequence[str] = ()) -> SparkSession:
+    """The active SparkSession, or a new one from ``master`` and ``conf`` (``KEY=VALUE``
+    strings; neither given: the CLI command's, see :func:`requested`, else the
+    environment's and the defaults). An active session is returned as it is: Spark fixes
+    a session's master and most settings when it starts."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", _python()))
-    builder = SparkSession.builder.master(master or os.environ.get("STREAMWARDEN_MASTER", "local[2]")).appName(app_name)
-    for key, value in _SETTINGS.items():
+    if master is not None or conf:
+        settings = spark_settings(master, conf)
+    else:
+        settings = _requested if _requested is not None else spark_settings()
+    return start_spark(settings, app_name)
+
+
+def start_spark(settings: SparkSettings, app_name: str = "streamwarden") -> SparkSession:
+    """Create the session ``settings`` describe; off a local master, ship the package."""
+    from streamwarden.engine.shipping import package_zip
+
+    shipped = package_zip() if settings.ships_package else None  # before Spark: a failure costs no start-up
+    _worker_python(settings)
+    builder = SparkSession.builder.master(settings.master).appName(app_name)
+    for key, value in settings.conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("STREAMWARDEN_SPARK_LOG", "ERROR"))
+    if shipped is not None:
+        _ship(spark, shipped)
     return spark
 
 
-def _python() -> str:
-    import sys
+def _ship(spark: SparkSession, shipped: Path) -> None:
+    """Put the package's zip on the path of every Python worker the session starts. Done
+    right after the start, before any query: PySpark gives each Python function the zips
+    added so far. ``addPyFile`` serves it to the executors' workers; the driver's own
+    runner of a streaming Python data source ignores that list and sees only the
+    functions' environment, so the zip (a path on this machine) goes on its
+    ``PYTHONPATH`` too. Executors get that variable as well, where the path is absent or
+    the same zip, and where the shipped copy comes first on ``sys.path`` anyway."""
+    context = spark.sparkContext
+    context.addPyFile(str(shipped))
+    inherited = context.environment.get("PYTHONPATH")
+    context.environment["PYTHONPATH"] = os.pathsep.join([str(shipped), *([inherited] if inherited else [])])
 
-    return sys.executable
+
+def _worker_python(settings: SparkSettings) -> None:
+    """Choose the Python that Spark's workers run. PySpark started from a running Python
+    reads only ``PYSPARK_PYTHON`` (when the context starts; it sends that path with every
+    Python function) and ignores ``spark.pyspark.python``, so that setting is honoured by
+    setting the variable. Otherwise: on this machine (a local or local-cluster master)
+    this interpreter; on a cluster, Spark's default (``python3`` on the executors' PATH),
+    since this interpreter's path need not exist there."""
+    chosen = settings.conf.get("spark.pyspark.python")
+    if chosen:
+        os.environ["PYSPARK_PYTHON"] = chosen
+    elif master_cores(settings.master) is not None:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 @contextmanager

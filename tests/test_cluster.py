@@ -1,0 +1,185 @@
+"""streamwarden on a cluster: ``replay`` and ``run`` on ``local-cluster[2,1,1024]`` give the
+rows they give in local mode, with executors whose Python lacks streamwarden.
+
+``local-cluster[n,c,m]`` starts a standalone master, n workers and n executor JVMs, each
+with its own Python workers: a cluster's layout on one machine. PySpark from pip runs it
+as installed: its launcher points ``SPARK_HOME`` at the package folder, whose ``jars/``
+the workers start the executors from. The workers also keep each executor's folder
+(logs, shipped files) under ``SPARK_HOME/work``, so the test gives them a ``SPARK_HOME``
+of its own: links to the package's ``bin``, ``jars``, ... in a temporary folder.
+
+The CLI runs in a subprocess (its own SparkSession, not the tests' shared one) through
+``streamwarden.cli.main.main``, with ``PYTHONPATH`` unset and, for Spark's Python workers,
+``--conf spark.pyspark.python=`` a bare virtualenv: PySpark and its dependencies (a
+``.pth`` onto this venv's site-packages) but no streamwarden (the editable install's
+``.pth`` is not read from there). Every
+streamwarden class Spark runs in a Python worker, on an executor or in the driver's own
+runners, must then come from the zip the session ships: the punctuated-file data source,
+the Security Shield (``applyInPandas`` in replay, ``transformWithStateInPandas`` in run)
+and the ``[ROWS n]`` window (the ordered-line data source in replay, a
+``transformWithStateInPandas`` processor in run). A task also reports where it imported
+streamwarden from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from conftest import DRILL_CATALOG, ROOT, ts, write_jsonl
+from streamwarden.cli.main import main
+from test_replay import POSITION
+
+pytestmark = [pytest.mark.spark, pytest.mark.cluster]
+
+MASTER = "local-cluster[2,1,1024]"
+HEALTH_CATALOG = ROOT / "examples" / "health.yaml"
+SHIELDED = "SELECT Patient_id, Beats_per_min FROM HeartRate"  # gus (GP): a punctuated stream, through the shield
+ROWS = "SELECT MAX(Pos) AS top FROM Position [ROWS 2]"  # paul: a count-based window
+
+# The CLI commands, run in the cluster's driver process one after the other (one session:
+# a local-cluster takes its time to start), then where its executors import streamwarden from.
+DRIVER = """
+import json, sys, time
+from streamwarden.cli.main import main
+
+codes, seconds = [], []
+for argv in json.loads(sys.argv[1]):
+    started = time.monotonic()
+    codes.append(main(argv))
+    seconds.append(round(time.monotonic() - started, 1))
+from pyspark.sql import SparkSession
+
+spark = SparkSession.getActiveSession()
+context = spark.sparkContext
+where = context.parallelize(range(8), 8).map(lambda _: (__import__("sys").executable,
+                                                          __import__("streamwarden").__file__)).distinct().collect()
+print(json.dumps({
+    "codes": codes, "seconds": seconds, "where": where, "master": context.master,
+    "executors": context._jsc.sc().getExecutorMemoryStatus().size() - 1,  # less the driver's block manager
+    "partitions": spark.conf.get("spark.sql.shuffle.partitions"),
+    "memory": context.getConf().get("spark.executor.memory"),
+}))
+spark.stop()  # before the interpreter exits: the workers would relaunch executors it takes down
+"""
+
+
+def sp(patient: int, roles: str, attributes: str = "*") -> dict:
+    return {"kind": "sp", "streams": "HeartRate", "tuples": "*", "attributes": attributes, "roles": roles,
+            "sign": "+", "ts": ts(0), "sn": 1, "Patient_id": patient}
+
+
+def heart_rate() -> list[dict]:
+    """Three patients' policies (GPs see 120; only cardiologists 121; doctors 122's beats, not
+    whose they are), then their readings."""
+    records = [sp(120, "{GP}"), sp(121, "{C}"), sp(122, "{D}", "{Beats_per_min}")]
+    return records + [{"ts": ts(1 + 5 * i), "Patient_id": 120 + i % 3, "Beats_per_min": 60 + 3 * i,
+                       "sp_ts": ts(0), "sp_csn": 1} for i in range(12)]
+
+
+def commands(root: Path, tag: str) -> list[list[str]]:
+    """replay of a shielded stream and of a [ROWS n] window, and run --available-now of the
+    shielded stream, writing under ``root/tag``."""
+    out = root / tag
+    health = ["--catalog", str(HEALTH_CATALOG), "--user", "gus", "--input", f"HeartRate={root / 'in' / 'HeartRate'}"]
+    drill = ["--catalog", str(DRILL_CATALOG), "--user", "paul", "--input", f"Position={root / 'in' / 'Position'}"]
+    return [
+        ["replay", *health, "--query", SHIELDED, "--output", str(out / "shielded.jsonl")],
+        ["replay", *drill, "--query", ROWS, "--output", str(out / "rows.jsonl")],
+        ["run", *health, "--query", SHIELDED, "--sink", str(out / "sink"), "--checkpoint", str(out / "checkpoint"),
+         "--store", f"sqlite:///{out / 'store.db'}", "--available-now"],
+    ]
+
+
+def bare_python(folder: Path) -> Path:
+    """A virtualenv with PySpark's dependencies (this venv's site-packages, by a .pth) but
+    not streamwarden, whose editable install is itself a .pth there, read only by this venv."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    python = folder / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    paths = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    (Path(site) / "parent_site.pth").write_text("\n".join(paths) + "\n")
+    check = "import pandas, pyarrow, pyspark\ntry:\n import streamwarden\nexcept ModuleNotFoundError:\n print('absent')"
+    probe = subprocess.run([str(python), "-c", check], capture_output=True, text=True)
+    assert probe.returncode == 0, probe.stderr
+    if probe.stdout.strip() != "absent":
+        pytest.skip("streamwarden is installed in this venv's site-packages itself (not editable): no Python "
+                    "without it can be made from this venv for the executors")
+    return python
+
+
+def spark_home(folder: Path) -> Path:
+    """A SPARK_HOME whose ``work/`` is ``folder/work``: links to everything else of PySpark's."""
+    import pyspark
+
+    folder.mkdir()
+    for entry in Path(pyspark.__file__).parent.iterdir():
+        if entry.name != "work":
+            (folder / entry.name).symlink_to(entry)
+    return folder
+
+
+def output_rows(folder: Path) -> dict[str, list[str]]:
+    """Each output's rows as sorted JSON texts (a multiset): the replays' files and the sink's parts."""
+    def rows(files: list[Path]) -> list[str]:
+        return sorted(json.dumps(json.loads(line), sort_keys=True) for f in files
+                      for line in f.read_text().splitlines() if line.strip())
+
+    return {
+        "shielded": rows([folder / "shielded.jsonl"]),
+        "rows": rows([folder / "rows.jsonl"]),
+        "run": rows(sorted((folder / "sink").glob("part-*"))),
+    }
+
+
+def test_replay_and_run_on_a_cluster_equal_local_mode(spark, tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "in" / "HeartRate" / "part-0.jsonl", heart_rate())
+    write_jsonl(tmp_path / "in" / "Position" / "part-0.jsonl", POSITION)
+    python = bare_python(tmp_path / "bare")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "STREAMWARDEN_MASTER",
+                                                           "STREAMWARDEN_SPARK_CONF")}
+    env.update(XDG_CACHE_HOME=str(tmp_path / "cache"), SPARK_HOME=str(spark_home(tmp_path / "spark")),
+               # The driver's and executors' JVMs live a minute: C2's compilations would cost a
+               # third more CPU than they save (measured), on a small machine that runs both modes.
+               JAVA_TOOL_OPTIONS="-XX:TieredStopAtLevel=1")
+    cluster_args = ["--master", MASTER, "--conf", "spark.executor.memory=768m",
+                    "--conf", f"spark.pyspark.python={python}"]
+    batch = json.dumps([argv + cluster_args for argv in commands(tmp_path, "cluster")])
+    # Files, not pipes: Spark's Python workers write much on stderr, and a full pipe would
+    # stop the driver while the local commands run.
+    with (tmp_path / "cluster.out").open("w") as out, (tmp_path / "cluster.err").open("w") as err:
+        cluster = subprocess.Popen([sys.executable, "-c", DRIVER, batch], cwd=tmp_path, env=env, stdout=out, stderr=err)
+        try:
+            # Meanwhile, the same commands in local mode, on the tests' session.
+            assert [main(argv) for argv in commands(tmp_path, "local")] == [0, 0, 0]
+            cluster.wait(timeout=300)
+        finally:
+            cluster.kill()
+    errors = (tmp_path / "cluster.err").read_text()[-3000:]
+    assert cluster.returncode == 0, errors
+    report = json.loads((tmp_path / "cluster.out").read_text().strip().splitlines()[-1])
+    print("cluster driver:", report)  # shown when the test fails: the seconds each command took
+    assert report["codes"] == [0, 0, 0], errors
+    assert report["master"] == MASTER and report["executors"] == 2
+    assert (report["partitions"], report["memory"]) == ("2", "768m")  # from the master's cores; --conf
+    zips = list((tmp_path / "cache" / "streamwarden").glob("streamwarden-*.zip"))
+    assert len(zips) == 1
+    # Each executor's bare Python imports the copy Spark shipped into its working folder
+    # (a relative path), not the cached zip nor the repository.
+    assert report["where"], report
+    for executable, where in report["where"]:
+        assert executable == str(python), executable
+        assert where.endswith(f"{zips[0].name}/streamwarden/__init__.py") and not where.startswith("/"), where
+
+    local, on_cluster = output_rows(tmp_path / "local"), output_rows(tmp_path / "cluster")
+    assert on_cluster == local
+    assert len(local["shielded"]) == 8 and len(local["rows"]) == 3 and len(local["run"]) == 8
+    # The shield did its work: patient 121 is hidden, and 122's readings are anonymous.
+    assert {json.loads(r)["Patient_id"] for r in local["shielded"]} == {120, None}
