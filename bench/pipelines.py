@@ -57,7 +57,7 @@ class Pipeline:
 
 def raw_inputs(spark: SparkSession, catalog: Catalog, plan: Node, paths: Mapping[str, str]) -> Inputs:
     """The plan's inputs read and renamed exactly as ``build_job`` does."""
-    return Inputs(read_relations(spark, catalog, plan, paths, streaming=False))
+    return Inputs(read_relations(spark, catalog, plan, paths, streaming=False, unsecured=True))
 
 
 def unsecured(spark: SparkSession, catalog: Catalog, rewriting: Rewriting, paths: Mapping[str, str]) -> Pipeline:

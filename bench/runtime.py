@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from streamwarden.catalog.loader import load_catalog_text
-from streamwarden.rewrite.algorithm import rewrite
+from streamwarden.passes import secure
 
 from bench import pipelines as P
 from bench.runtime_workload import (
@@ -74,7 +74,7 @@ def _build(spark: SparkSession, drill: Drill, dataset: str, selectivity: float, 
            names: tuple[str, ...]) -> tuple[Policies, dict[str, P.Pipeline]]:
     policies = choose_policies(drill, dataset, selectivity)
     catalog = load_catalog_text(catalog_text(policies), f"<drill {dataset} s={selectivity}>")
-    rewriting = rewrite(catalog, USER, query_text(policies.health_stream, window_s))
+    rewriting = secure(catalog, USER, query_text(policies.health_stream, window_s))  # the engine runs secured plans only
     paths = {"Position": drill.path("Position"), policies.health_stream: drill.path(policies.health_stream)}
     builders: dict[str, Callable[[], P.Pipeline]] = {
         "unsecured": lambda: P.unsecured(spark, catalog, rewriting, paths),

@@ -72,7 +72,7 @@ def secure(catalog: Catalog, user: str, query: str | Node, options: SecurityOpti
                                                         placement=options.placement), level))
         for g in rewriting.graphs
     )
-    return replace(rewriting, graphs=graphs, level=level)
+    return replace(rewriting, graphs=graphs, level=level, secured=True)
 
 
 __all__ = ["SecurityOptions", "secure"]

@@ -29,7 +29,7 @@ from streamwarden.engine.session import sql_conf
 from streamwarden.engine.sources import as_relation, ordered_input, read_input
 from streamwarden.errors import InputError, UnsupportedError
 from streamwarden.language.expressions import parse_timestamp
-from streamwarden.plan.nodes import Aggregate, Node, Shield, sources, walk
+from streamwarden.plan.nodes import Aggregate, LevelGuard, Node, Shield, sources, walk
 from streamwarden.levels.columns import ROW_LEVEL, level_text
 from streamwarden.levels.lattice import Lattice, Level
 from streamwarden.levels.shepherd import guarded
@@ -126,6 +126,7 @@ def read_relations(
     level: tuple[Lattice, Level] | None = None,
     shepherd_counts: dict[str, DataFrame] | None = None,
     metrics_tag: str = "",
+    unsecured: bool = False,
 ) -> dict[str, DataFrame]:
     """One DataFrame per relation of ``plan`` (each stream read once), with physical names.
 
@@ -138,6 +139,13 @@ def read_relations(
     needed = {s.stream for s in sources(plan)}
     check_streams_given(catalog, needed, inputs)
     shields = shields or {}
+    if not unsecured:  # a protected stream is read through its protection, or not at all
+        bare = sorted(n for n in needed if catalog.streams[n].punctuated and n not in shields)
+        if bare:
+            raise UnsupportedError(f"stream {bare[0]} carries security punctuations: it is read only through its "
+                                   "Security Shield")
+        if catalog.lattice is not None and level is None:
+            raise UnsupportedError("the catalog has security levels: every stream is read only through its level guard")
     counted = {s.stream for s in sources(plan) if s.window is not None and s.window.kind == "rows"}
     raw = {}
     for name in sorted(needed):
@@ -185,7 +193,11 @@ def build_job(
     ``rewriting.plan`` are all there is to read.
     """
     graphs = rewriting.deployed
+    check_secured(catalog, rewriting)
     check_on_result(rewriting)
+    lattice = catalog.lattice if rewriting.level is not None else None
+    if not graphs:  # nothing is authorized: nothing is read
+        return Job(rewriting, [], lattice)
     shields = {n.stream: n for g in graphs for n in walk(g.root) if isinstance(n, Shield)}
     lattice = catalog.lattice if rewriting.level is not None else None
     level = (lattice, rewriting.level) if lattice is not None else None
@@ -198,6 +210,33 @@ def build_job(
     context = Inputs(frames, actions, streaming, lattice, event_time)
     return Job(rewriting, [(graph, compile_graph(graph.root, context)) for graph in graphs],
                lattice, counts)  # type: ignore[arg-type]
+
+
+def check_secured(catalog: Catalog, rewriting: Rewriting) -> None:
+    """The engine runs only what every security pass produced: a rewriting from
+    :func:`streamwarden.passes.secure`, each of whose graphs reads a punctuated stream only
+    through its shield and, where the catalog has security levels, every stream through its
+    level guard at the query's level. Anything else (a bare :func:`~streamwarden.rewrite.algorithm.rewrite`,
+    a graph edited by hand) is refused before anything is read, so no path runs a
+    protected stream unprotected.
+    """
+    if not rewriting.secured:
+        raise UnsupportedError("the engine runs only secured rewritings: pass the query through "
+                               "streamwarden.passes.secure (or streamwarden.api.authorize) first")
+    levels = catalog.lattice is not None
+    if levels and rewriting.level is None:
+        raise UnsupportedError("the catalog has security levels, but the rewriting runs at none: refused")
+    for graph in rewriting.deployed:
+        nodes = list(walk(graph.root))
+        shielded = {n.relation for n in nodes if isinstance(n, Shield)}
+        guarded = {n.relation for n in nodes if isinstance(n, LevelGuard) and n.level == rewriting.level}
+        for source in sources(graph.root):
+            if catalog.streams[source.stream].punctuated and source.relation not in shielded:
+                raise UnsupportedError(f"graph {graph.id} reads the punctuated stream {source.stream} without its "
+                                       "Security Shield: refused")
+            if levels and source.relation not in guarded:
+                raise UnsupportedError(f"graph {graph.id} reads {source.stream} without a level guard at "
+                                       f"{rewriting.level}: refused")
 
 
 def check_on_result(rewriting: Rewriting) -> None:
@@ -277,7 +316,7 @@ def check_inputs(catalog: Catalog, streams: Iterable[str], inputs: Mapping[str, 
 def unsecured_frame(spark: SparkSession, catalog: Catalog, rewriting: Rewriting,
                     inputs: Mapping[str, str | Path]) -> DataFrame:
     """The query as written, with no access control (benchmarks and the demo compare to it)."""
-    frames = read_relations(spark, catalog, rewriting.plan, inputs, streaming=False)
+    frames = read_relations(spark, catalog, rewriting.plan, inputs, streaming=False, unsecured=True)
     return compile_graph(rewriting.plan, Inputs(frames))
 
 

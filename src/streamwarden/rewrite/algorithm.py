@@ -61,6 +61,7 @@ class Rewriting:
     notes: tuple[str, ...] = field(default=())
     on_result: tuple[object, ...] = ()  # ON RESULT (INSERT SP ...): results are published under this policy
     level: object = None  # the security level the query runs at (a streamwarden.levels.lattice.Level), if any
+    secured: bool = False  # every security pass ran (streamwarden.passes.secure): only then may the engine run it
 
     @property
     def deployed(self) -> tuple[AuthorizedGraph, ...]:
