@@ -7,48 +7,19 @@ as ``make demo`` leaves ``.streamwarden/demo``.
 
 from __future__ import annotations
 
-import io
-import json
 import re
 import shlex
 import shutil
-from importlib import resources
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
-from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.cli.main import main
 from streamwarden.datagen import generate_drill
-from streamwarden.demo import network
 from streamwarden.demo.samples import write_samples
-from streamwarden.network.registry import load_queries_text
-from streamwarden.network.spark_runner import SharedNetworkRun
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-
-
-def test_network_rows_are_counted_by_the_batches_that_ran(monkeypatch, tmp_path):
-    """Each file's rows are the rows of the micro-batches recorded while it was processed, whatever
-    Spark's progress events say (an idle trigger reports the id of a batch not run yet)."""
-    demo = resources.files("streamwarden.demo")
-    catalog = load_catalog_text(demo.joinpath("network.yaml").read_text(), "network.yaml")
-    queries = load_queries_text(demo.joinpath("network_queries.yaml").read_text(), catalog)
-    monkeypatch.setattr(SharedNetworkRun, "process", lambda self, batch, batch_id: None)  # no Spark
-    inputs = {stream: str(tmp_path / stream) for stream in catalog.streams}
-    run = network._DemoNetwork(None, catalog, queries, inputs, tmp_path / "out", "sqlite://", tmp_path / "cp",
-                               console=Console(file=io.StringIO()))
-    for batch_id in (0, 1, 2):
-        run.process(None, batch_id)  # type: ignore[arg-type]
-    assert run.ran == [0, 1, 2]
-
-    folder = tmp_path / "out" / "dr_lee" / "CQ1"
-    for name, rows in (("batch=0000000000", 3), ("batch=0000000002", 2), ("batch=0000000002-1", 4)):
-        (folder / name).mkdir(parents=True)
-        (folder / name / "part-00000-x.c000.json").write_text("".join(json.dumps({"n": i}) + "\n" for i in range(rows)))
-    assert network._rows_per_batch(folder) == {0: 3, 2: 6}
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from streamwarden.catalog.store import sqlite_url
 from streamwarden.network.authorization import AuthorizationServer
 from streamwarden.network.registry import RegisteredQuery
 from streamwarden.network.replay import replay_network
-from streamwarden.network.spark_runner import SharedNetworkRun, read_user_rows
+from streamwarden.runtime.network import NetworkRuntime, read_user_rows
 
 pytestmark = pytest.mark.spark
 
@@ -151,15 +151,23 @@ def test_each_user_of_a_random_running_network_gets_what_the_oracle_says(spark, 
     inputs = {s: str(root / "in" / s) for s in ("Stream1", "Stream2")}
     issue([(opening, i, q.users[0], True) for i, q in enumerate(queries)] + before)  # each query has a user
     feed(0, first(s1), first(s2))
-    run = SharedNetworkRun(spark, CATALOG, queries, inputs, root / "out", store, root / "cp")
-    stream = run.start(trigger="1 second")
+    rt = NetworkRuntime(spark, store, inputs, root / "out", root / "cp", trigger="1 second", queries=tuple(queries),
+                        catalog=CATALOG).start()
     try:
-        stream.processAllAvailable()
-        issue(during)  # while the same Spark query runs
-        feed(1, rest(s1) + [flush1], rest(s2) + [flush2])
-        stream.processAllAvailable()
+        rt.process_all_available()
+        issue(during)  # while the network runs
+        rt.poll()
+        feed(1, [r for r in rest(s1) if r["ts"] < at(15)], [r for r in rest(s2) if r["ts"] < at(15)])
+        rt.process_all_available()
     finally:
-        stream.stop()
+        rt.stop()
+    # A restart: a new runtime over the same checkpoints resumes every pipeline's state.
+    rt = NetworkRuntime(spark, store, inputs, root / "out", root / "cp", trigger="1 second").start()
+    try:
+        feed(2, [r for r in rest(s1) if r["ts"] >= at(15)] + [flush1], [r for r in rest(s2) if r["ts"] >= at(15)] + [flush2])
+        rt.process_all_available()
+    finally:
+        rt.stop()
     replay_network(spark, CATALOG, queries, server.changes(), inputs, root / "replay")
     for q, shape in zip(queries, plan):
         everything = shape.rows(s1 + [flush1], s2 + [flush2])

@@ -1,5 +1,5 @@
-"""A shared network as one Spark streaming query: switches follow grants and revocations
-while it runs, branches without users do no work, every user gets what replay gives."""
+"""The network runtime: pipelines on Spark's own streaming operators, grants and revocations
+while it runs, pipelines nobody can receive do no work, every user gets what replay gives."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import sqlite_url
-from streamwarden.errors import StreamwardenError, UnsupportedError
+from streamwarden.errors import StreamwardenError
 from streamwarden.network.authorization import AuthorizationServer
 from streamwarden.network.registry import RegisteredQuery, load_queries_text
 from streamwarden.network.replay import replay_network
-from streamwarden.network.spark_runner import SharedNetworkRun, read_user_rows
+from streamwarden.runtime.network import NetworkRuntime, read_status, read_user_rows
 
 pytestmark = pytest.mark.spark
 
@@ -61,43 +61,53 @@ def full(rows) -> list[str]:  # type: ignore[no-untyped-def]
     return sorted(json.dumps(r, sort_keys=True) for r in rows)
 
 
+def runtime(spark, store: str, inputs, root: Path, queries=None, catalog=None, **options) -> NetworkRuntime:  # type: ignore[no-untyped-def]
+    return NetworkRuntime(spark, store, inputs, root / "out", root / "cp", queries=queries, catalog=catalog,
+                          **options)
+
+
 def test_grants_and_revocations_take_effect_while_the_network_runs(spark, tmp_path) -> None:
     data, inputs = records(80), {s: str(tmp_path / "in" / s) for s in ("Stream1", "Stream2", "Stream3")}
     store = sqlite_url(tmp_path / "auth.db")
     server = AuthorizationServer(store)
+    server.register(QUERIES, CATALOG)
     server.grant("CQ1", "ann", T0)
     server.grant("CQ1", "bob", T0 + timedelta(minutes=4))
     feed(tmp_path / "in", 0, data, 0, 40)  # minutes 0-10: CQ2 has no user yet
-    run = SharedNetworkRun(spark, CATALOG, QUERIES, inputs, tmp_path / "out", store, tmp_path / "cp")
-    stream = run.start(trigger="1 second")
+    rt = runtime(spark, store, inputs, tmp_path, trigger="1 second").start()
     try:
-        stream.processAllAvailable()
-        cq2_only = {v.id for v in run.shared.network.operators} - set(run.placed.active_vertices({"CQ1"}))
-        assert cq2_only and all(run.counters[v] == 0 for v in cq2_only)  # its branch did no work at all
-        assert all(run.counters[v] >= 1 for v in run.placed.active_vertices({"CQ1"}) if v.startswith("v"))
-        # While the same Spark query runs: ann gets CQ2 from minute 10, loses CQ1 at minute 14.
+        assert [s.name for s in rt.streams] == [n for n in rt.running if n.startswith("CQ1")]  # CQ2's is off
+        rt.process_all_available()
+        assert read_status(tmp_path / "out", "ann", "CQ2") | {"periods": None} == {
+            "query": "CQ2", "user": "ann", "receiving": False, "reason": "no grant for this query yet",
+            "periods": None, "level": None, "graphs": ["ag1"]}
+        # While the network runs: ann gets CQ2 from minute 10, loses CQ1 at minute 14.
         server.grant("CQ2", "ann", T0 + timedelta(minutes=10))
         server.revoke("CQ1", "ann", T0 + timedelta(minutes=14))
+        assert rt.poll() and len(rt.streams) == 2
         feed(tmp_path / "in", 1, data, 40, 80)
-        stream.processAllAvailable()
-        assert all(run.counters[v] >= 1 for v in cq2_only)
+        rt.process_all_available()
+        assert read_status(tmp_path / "out", "ann", "CQ1")["reason"] == "access revoked as of 2026-03-01T10:14:00Z"
+        # bob's access ends before what CQ1 has emitted: nobody can receive another row, so it stops
+        server.revoke("CQ1", "bob", T0 + timedelta(minutes=15))
+        assert rt.poll() and [s.name for s in rt.streams] == [n for n in rt.running if n.startswith("CQ2")]
     finally:
-        stream.stop()
+        rt.stop()
     replay_network(spark, CATALOG, QUERIES, server.changes(), inputs, tmp_path / "replay")
-    for user, query in (("ann", "CQ1"), ("bob", "CQ1"), ("ann", "CQ2")):
+    for user, query in (("ann", "CQ1"), ("ann", "CQ2")):
         expected = [json.loads(line) for line in (tmp_path / "replay" / user / f"{query}.jsonl").read_text().splitlines()]
         assert expected and full(read_user_rows(spark, tmp_path / "out", user, query)) == full(expected)
     assert read_user_rows(spark, tmp_path / "out", "bob", "CQ2") == []  # not listed for CQ2
 
 
-def test_a_restart_resumes_the_networks_state(spark, tmp_path) -> None:
+def test_a_restart_resumes_the_pipelines_state(spark, tmp_path) -> None:
     data, inputs = records(40), {s: str(tmp_path / "in" / s) for s in ("Stream1", "Stream2", "Stream3")}
     store = sqlite_url(tmp_path / "auth.db")
     AuthorizationServer(store).grant("CQ2", "ann", T0)
     for part, (lo, hi) in enumerate(((0, 20), (20, 40))):
         feed(tmp_path / "in", part, data, lo, hi)
-        run = SharedNetworkRun(spark, CATALOG, QUERIES, inputs, tmp_path / "out", store, tmp_path / "cp")
-        run.start(available_now=True).awaitTermination()  # a new process each time: state from the checkpoint
+        # a new runtime each time: the state comes from the checkpoint
+        runtime(spark, store, inputs, tmp_path, QUERIES, CATALOG).start(available_now=True).await_termination()
     replay_network(spark, CATALOG, QUERIES, AuthorizationServer(store).changes(), inputs, tmp_path / "replay")
     expected = [json.loads(line) for line in (tmp_path / "replay" / "ann" / "CQ2.jsonl").read_text().splitlines()]
     assert expected and full(read_user_rows(spark, tmp_path / "out", "ann", "CQ2")) == full(expected)
@@ -109,34 +119,29 @@ def replayed(spark, catalog, queries, changes, inputs, folder: Path) -> dict[tup
             for q in queries for u in q.users}
 
 
-def run_network(spark, catalog, queries, inputs, root: Path, store: str) -> SharedNetworkRun:  # type: ignore[no-untyped-def]
-    run = SharedNetworkRun(spark, catalog, queries, inputs, root / "out", store, root / "cp")
-    stream = run.start(available_now=True)
-    stream.awaitTermination()
-    assert stream.exception() is None
-    return run
+def run_network(spark, catalog, queries, inputs, root: Path, store: str) -> NetworkRuntime:  # type: ignore[no-untyped-def]
+    rt = runtime(spark, store, inputs, root, queries, catalog).start(available_now=True)
+    rt.await_termination()
+    return rt
 
 
-def test_with_the_prefix_guarded_a_network_nobody_may_see_does_no_work(spark, tmp_path) -> None:
+def test_a_grant_regained_later_still_finds_the_partners_its_windows_hold(spark, tmp_path) -> None:
     data, inputs = records(80), {s: str(tmp_path / "in" / s) for s in ("Stream1", "Stream2", "Stream3")}
     store = sqlite_url(tmp_path / "auth.db")
     server = AuthorizationServer(store)
-    server.grant("CQ1", "ann", T0 - timedelta(hours=1))
-    server.revoke("CQ1", "ann", T0)  # before any tuple: nobody may see anything yet
+    server.register(QUERIES, CATALOG)
     feed(tmp_path / "in", 0, data, 0, 40)
-    run = SharedNetworkRun(spark, CATALOG, QUERIES, inputs, tmp_path / "out", store, tmp_path / "cp",
-                           guard_prefix=True)
-    stream = run.start(trigger="1 second")
+    rt = runtime(spark, store, inputs, tmp_path, trigger="1 second").start()
     try:
-        stream.processAllAvailable()
-        assert sum(run.counters.values()) == 0  # not even the common prefix ran
-        server.grant("CQ2", "ann", T0 + timedelta(minutes=10))  # regained while it runs
+        assert rt.streams == []  # nobody holds a grant: no pipeline runs, nothing is read
+        server.grant("CQ2", "ann", T0 + timedelta(minutes=9))  # granted while it runs
+        rt.poll()
         feed(tmp_path / "in", 1, data, 40, 80)
-        stream.processAllAvailable()
+        rt.process_all_available()
     finally:
-        stream.stop()
+        rt.stop()
     expected = replayed(spark, CATALOG, QUERIES, server.changes(), inputs, tmp_path / "replay")
-    assert expected[("ann", "CQ2")]  # including pairs with tuples kept while everything was off
+    assert expected[("ann", "CQ2")]  # including pairs with tuples that arrived while nothing ran
     for (user, query), rows in expected.items():
         assert full(read_user_rows(spark, tmp_path / "out", user, query)) == full(rows), (user, query)
 
@@ -146,16 +151,15 @@ def test_a_stream_whose_files_come_later_still_finds_its_partners(spark, tmp_pat
     store = sqlite_url(tmp_path / "auth.db")
     AuthorizationServer(store).grant("CQ1", "ann", T0)
     feed(tmp_path / "in", 0, data, 0, 40)
-    run = SharedNetworkRun(spark, CATALOG, QUERIES, inputs, tmp_path / "out", store, tmp_path / "cp")
-    stream = run.start(trigger="1 second")
+    rt = runtime(spark, store, inputs, tmp_path, QUERIES, CATALOG, trigger="1 second").start()
     try:
-        stream.processAllAvailable()
+        rt.process_all_available()
         feed(tmp_path / "in", 1, {"Stream1": data["Stream1"]}, 40, 80)  # Stream1 runs 10 minutes ahead
-        stream.processAllAvailable()
+        rt.process_all_available()
         feed(tmp_path / "in", 1, {"Stream2": data["Stream2"], "Stream3": data["Stream3"]}, 40, 80)
-        stream.processAllAvailable()
+        rt.process_all_available()
     finally:
-        stream.stop()
+        rt.stop()
     expected = replayed(spark, CATALOG, QUERIES, AuthorizationServer(store).changes(), inputs, tmp_path / "replay")
     assert full(read_user_rows(spark, tmp_path / "out", "ann", "CQ1")) == full(expected[("ann", "CQ1")])
 
@@ -180,8 +184,7 @@ queries:
     for part, (lo, hi) in enumerate(((0, 30), (30, 61))):
         feed(tmp_path / "in", part, data, lo, hi)
         run = run_network(spark, CATALOG, queries, inputs, tmp_path, store)  # restart: open windows from the checkpoint
-    shared = {run.shared.network.vertex(v).label for v in run.shared.network.common_prefix}
-    assert any(label.startswith("⋈") for label in shared)  # CQ1 and pairs share the join
+    assert len(run.running) == 3  # one pipeline per query: each its own state and watermark
     expected = replayed(spark, CATALOG, queries, server.changes(), inputs, tmp_path / "replay")
     for (user, query), rows in expected.items():
         assert rows, (user, query)
@@ -213,11 +216,10 @@ queries:
         server.grant("CQ1", user, T0)
     server.grant("fast", "bob", T0)
     run = run_network(spark, ROLES, queries, inputs, tmp_path, store)
-    outputs = run.shared.outputs
-    assert {o.users for o in outputs.values() if o.query == "CQ1"} == {("ann",), ("bob", "cid")}  # nurses share one
-    assert run.shared.denied == {"CQ1": ("dan",)}  # no role, no policy: nothing, whatever the grant
-    # The nurses' and the doctor's branches still share the selection on Stream2.
-    assert any(run.shared.network.vertex(v).label == "σ Stream2.speed < 30" for v in run.shared.network.common_prefix)
+    pipelines = run.plan.pipelines
+    assert {p.users for p in pipelines if p.query.id == "CQ1"} == {("ann",), ("bob", "cid")}  # nurses share one
+    assert [(d.query, d.user) for d in run.plan.denials] == [("CQ1", "dan")]  # no role, no policy: nothing
+    assert "no role policy of yours" in read_status(tmp_path / "out", "dan", "CQ1")["reason"]
     expected = replayed(spark, ROLES, queries, server.changes(), inputs, tmp_path / "replay")
     for (user, query), rows in expected.items():
         assert full(read_user_rows(spark, tmp_path / "out", user, query)) == full(rows), (user, query)
@@ -246,22 +248,3 @@ def test_every_access_change_is_published_as_an_sp_in_the_order_issued(spark, tm
         AuthorizationServer("sqlite:///:memory:").sp_folder
 
 
-@pytest.mark.parametrize("catalog, query, message", [
-    (CATALOG, "SELECT COUNT(*) AS n FROM Stream2 [ROWS 5]", r"\[ROWS n\] windows need each stream's arrival order"),
-    (load_catalog_text("""
-streams: {Stream2: {schema: {ts: timestamp, location: string, speed: double}, key: location}}
-users: {ann: {}}
-"""), "SELECT speed FROM Stream2", "carries security punctuations"),
-    (load_catalog_text("""
-streams: {Stream2: {schema: {ts: timestamp, location: string, speed: double}}}
-roles: {R: {}}
-users: {ann: {roles: [R]}}
-actions: {drill: {}}
-policies: [{id: p, subject: R, streams: [Stream2], privilege: read, time: ["start(drill)", "end(drill)"]}]
-"""), "SELECT speed FROM Stream2", "depends on actions"),
-])
-def test_what_a_continuous_network_cannot_run_is_refused_before_it_starts(spark, tmp_path, catalog, query,
-                                                                           message) -> None:
-    with pytest.raises(UnsupportedError, match=message):
-        SharedNetworkRun(spark, catalog, [RegisteredQuery("q", ("ann",), query)], {"Stream2": str(tmp_path)},
-                         tmp_path / "o", sqlite_url(tmp_path / "a.db"), tmp_path / "cp")

@@ -10,7 +10,8 @@ from typing import Any
 
 from streamwarden.errors import StreamwardenError
 
-_API = ("Catalog", "CatalogStore", "Rewriting", "authorize", "load_catalog", "replay", "replay_to_file", "run")
+_API = ("Catalog", "CatalogStore", "RegisteredQuery", "Rewriting", "authorize", "load_catalog", "register", "replay",
+        "replay_to_file", "run", "run_network", "unregister", "update_catalog")
 
 
 def __getattr__(name: str) -> Any:
@@ -23,7 +24,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'streamwarden' has no attribute {name!r}")
 
 __all__ = [
-    "Catalog", "CatalogStore", "Rewriting", "StreamwardenError", "authorize", "load_catalog", "replay",
-    "replay_to_file", "run",
+    "Catalog", "CatalogStore", "RegisteredQuery", "Rewriting", "StreamwardenError", "authorize", "load_catalog",
+    "register", "replay", "replay_to_file", "run", "run_network", "unregister", "update_catalog",
 ]
 __version__ = "0.1.0"

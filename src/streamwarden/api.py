@@ -32,11 +32,15 @@ from streamwarden.levels.processors import LevelProcessor, LevelQuery, start_pro
 from streamwarden.names import check_name, check_names
 from streamwarden.passes import SecurityOptions, secure
 from streamwarden.plan.nodes import sources
+from streamwarden.network.authorization import AuthorizationServer
+from streamwarden.network.registry import RegisteredQuery
 from streamwarden.rewrite.algorithm import Rewriting
+from streamwarden.runtime.network import NetworkRuntime, default_checkpoint_root
 
 __all__ = [
-    "Catalog", "CatalogStore", "LevelProcessor", "LevelQuery", "ReplayReport", "Rewriting", "authorize",
-    "load_catalog", "replay", "replay_to_file", "run", "run_levels",
+    "Catalog", "CatalogStore", "LevelProcessor", "LevelQuery", "NetworkRuntime", "RegisteredQuery", "ReplayReport",
+    "Rewriting", "authorize", "load_catalog", "register", "replay", "replay_to_file", "run", "run_levels",
+    "run_network", "unregister", "update_catalog",
 ]
 
 
@@ -194,3 +198,48 @@ def _check_inputs(catalog: Catalog, rewriting: Rewriting, inputs: Mapping[str, s
     :func:`streamwarden.engine.execute.check_inputs`)."""
     line_read = {s.stream for s in sources(rewriting.plan) if s.window is not None and s.window.kind == "rows"}
     check_inputs(catalog, {s.stream for s in sources(rewriting.plan)}, inputs, line_read=line_read)
+
+
+def run_network(
+    inputs: Mapping[str, str | Path],
+    output_dir: str | Path,
+    *,
+    store_url: str | None = None,
+    catalog: Catalog | None = None,
+    queries: Sequence[RegisteredQuery] | None = None,
+    checkpoint_root: str | Path | None = None,
+    spark: SparkSession | None = None,
+    lateness: str = "0 seconds",
+    trigger: str | None = None,
+    available_now: bool = False,
+) -> NetworkRuntime:
+    """Start the shared network of the queries registered in the store (``queries`` and
+    ``catalog``, when given, are registered and stored first). Every mechanism applies at
+    once: role policies (live actions included), security punctuations, security levels,
+    ``[ROWS n]`` windows and ``ON RESULT``. The runtime applies the store's changes (grants,
+    revocations, registrations, a new catalog) at each :meth:`~NetworkRuntime.poll`.
+
+        >>> # rt = sw.run_network({"S": "in/S"}, "out", catalog=cat, queries=qs, available_now=True)
+        >>> # rt.await_termination(); read_user_rows(spark, "out", "ann", "q1")
+    """
+    store = CatalogStore(store_url)
+    root = checkpoint_root or default_checkpoint_root(store.home, output_dir)
+    runtime = NetworkRuntime(spark or get_spark(), store.url, inputs, output_dir, root, lateness=lateness,
+                             trigger=trigger, queries=tuple(queries) if queries is not None else None, catalog=catalog)
+    return runtime.start(available_now=available_now)
+
+
+def register(queries: Sequence[RegisteredQuery], catalog: Catalog, store_url: str | None = None) -> None:
+    """Register queries (and store ``catalog``): a running network starts them at its next poll."""
+    AuthorizationServer(store_url).register(queries, catalog)
+
+
+def unregister(query_id: str, store_url: str | None = None) -> None:
+    """Remove a registered query: a running network stops it at its next poll (its grants stay logged)."""
+    AuthorizationServer.existing(store_url).unregister(query_id)
+
+
+def update_catalog(catalog: Catalog | str | Path, store_url: str | None = None) -> None:
+    """Load a new catalog into the store (live action values kept). A running network recompiles at
+    its next poll and restarts only the pipelines whose authorized plans it changed."""
+    CatalogStore(store_url).save(catalog if isinstance(catalog, Catalog) else load_catalog(catalog))

@@ -44,7 +44,7 @@ from streamwarden.errors import InputError
 from streamwarden.network.authorization import AuthorizationServer
 from streamwarden.network.registry import AccessChange, load_queries_text
 from streamwarden.network.replay import replay_network
-from streamwarden.network.spark_runner import SharedNetworkRun, read_user_rows
+from streamwarden.runtime.network import NetworkRuntime, read_user_rows
 from streamwarden.passes import SecurityOptions, secure
 from streamwarden.plan.nodes import Shield, walk
 from streamwarden.rewrite.algorithm import Rewriting
@@ -401,9 +401,8 @@ def _network_run(spark: SparkSession, catalog: Catalog, query: str, s_records: l
     write_jsonl(root / "S" / "part-0.jsonl", s_records)
     store = sqlite_url(root / "auth.db")
     AuthorizationServer(store).grant("q", "u", T0)
-    run = SharedNetworkRun(spark, catalog, queries, {"S": str(root / "S")}, root / "out", store, root / "cp")
-    stream = run.start(available_now=True)
-    stream.awaitTermination()
+    NetworkRuntime(spark, store, {"S": str(root / "S")}, root / "out", root / "cp", queries=queries,
+                   catalog=catalog).start(available_now=True).await_termination()
     return read_user_rows(spark, root / "out", "u", "q")
 
 

@@ -162,13 +162,13 @@ def test_replay_network_refuses_a_symlink_planted_for_a_user(tmp_path: Path) -> 
 
 
 def test_the_shared_network_refuses_hostile_names_before_anything_runs(tmp_path: Path) -> None:
-    from streamwarden.network.spark_runner import SharedNetworkRun
+    from streamwarden.runtime.network import NetworkRuntime
 
     catalog = load_catalog_text(CATALOG)
-    queries = [RegisteredQuery("../q", ("ann",), "SELECT v FROM S")]
-    with pytest.raises(InvalidName):
-        SharedNetworkRun(None, catalog, queries, {"S": str(tmp_path)}, tmp_path / "out",  # type: ignore[arg-type]
-                         f"sqlite:///{tmp_path}/s.db", tmp_path / "cp")
+    queries = (RegisteredQuery("../q", ("ann",), "SELECT v FROM S"),)
+    with pytest.raises(InvalidName):  # refused when registered, before anything reaches the store or Spark
+        NetworkRuntime(None, f"sqlite:///{tmp_path}/s.db", {"S": str(tmp_path)}, tmp_path / "out",  # type: ignore[arg-type]
+                       tmp_path / "cp", queries=queries, catalog=catalog)
 
 
 @pytest.mark.parametrize("args", [

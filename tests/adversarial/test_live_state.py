@@ -169,14 +169,13 @@ def test_the_python_api_checks_once_queries_are_registered(tmp_path: Path) -> No
 
 @pytest.mark.spark
 def test_a_network_registers_its_queries_when_it_starts(spark, tmp_path: Path) -> None:
-    from streamwarden.network.spark_runner import SharedNetworkRun
+    from streamwarden.runtime.network import NetworkRuntime
 
     catalog = load_catalog_text(CATALOG.replace(', time: ["start(a)", "end(a)"]', ""))
     (tmp_path / "in").mkdir()
     store = sqlite_url(tmp_path / "auth.db")
-    run = SharedNetworkRun(spark, catalog, load_queries_text(QUERIES, catalog), {"S": str(tmp_path / "in")},
-                           tmp_path / "out", store, tmp_path / "cp")
-    run.input_stream()  # what start() reads: registering happens here, before the first batch
+    NetworkRuntime(spark, store, {"S": str(tmp_path / "in")}, tmp_path / "out", tmp_path / "cp",
+                   queries=load_queries_text(QUERIES, catalog), catalog=catalog)  # registered before it starts
     server = AuthorizationServer(store)
     assert server.registered() == {"q1": ("ann", "bob")}
     with pytest.raises(UnknownName):

@@ -152,8 +152,8 @@ def test_a_store_inside_the_output_folder_is_refused(setup, capsys, command: str
 def test_a_checkpoint_that_outlived_its_network_output_is_refused(spark, setup, capsys) -> None:
     root = setup["root"]
     checkpoint = root / "cp"
-    (checkpoint / "spark" / "commits").mkdir(parents=True)
-    (checkpoint / "spark" / "commits" / "0").write_text("v1\n{}\n")  # batches were committed ...
+    (checkpoint / "q1" / "3fa2" / "spark" / "commits").mkdir(parents=True)  # a pipeline's checkpoint
+    (checkpoint / "q1" / "3fa2" / "spark" / "commits" / "0").write_text("v1\n{}\n")  # committed batches ...
     code = main(["network", "run", "--catalog", str(setup["catalog"]), "--queries", str(setup["queries"]),
                  "--input", f"S={root / 'in' / 'S'}", "--output-dir", str(root / "out"),  # ... to an output now gone
                  "--store", sqlite_url(root / "s.db"), "--checkpoint", str(checkpoint), "--available-now"])
@@ -179,14 +179,10 @@ def test_a_checkpoint_that_outlived_its_sink_is_refused(spark, setup, capsys) ->
     assert "is gone or empty" in capsys.readouterr().err and not (root / "sink").exists()
 
 
-def test_default_checkpoints_differ_per_output_folder_and_queries(tmp_path: Path) -> None:
-    from streamwarden.catalog.loader import load_catalog_text
-    from streamwarden.network.registry import load_queries_text
-    from streamwarden.network.spark_runner import default_checkpoint
+def test_default_checkpoints_differ_per_output_folder(tmp_path: Path) -> None:
+    from streamwarden.runtime.network import default_checkpoint_root
 
-    queries = load_queries_text(QUERIES, load_catalog_text(CATALOG))
-    one = default_checkpoint(tmp_path / "state", tmp_path / "out", queries)
-    assert one.parent == tmp_path / "state" / "checkpoints"
-    assert one != default_checkpoint(tmp_path / "state", tmp_path / "out2", queries)
-    assert one != default_checkpoint(tmp_path / "state", tmp_path / "out", queries[:1])
+    one = default_checkpoint_root(tmp_path / "state", tmp_path / "out")
+    assert one.parent == tmp_path / "state" / "checkpoints"  # next to the store, never in an output
+    assert one != default_checkpoint_root(tmp_path / "state", tmp_path / "out2")
     assert json.dumps(str(one))  # a plain path

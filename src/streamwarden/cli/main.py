@@ -4,7 +4,9 @@ Commands: ``check`` (validate a catalog and load it into the store), ``explain``
 (authorized graphs, policies, Spark SQL, refusals), ``replay`` (run over recorded
 files), ``run`` (continuous, checkpointed), ``action`` (start/stop/retarget an action
 in the live store), ``grant``/``revoke`` and ``network`` (shared networks), ``sp``,
-``demo`` and ``bench``.
+``demo`` and ``bench``. Every command that starts Spark (``explain``, ``replay``, ``run``,
+``network replay``, ``network run``, ``demo``) takes ``--master URL`` and ``--conf
+KEY=VALUE`` (:mod:`streamwarden.engine.session`).
 
 Errors print one line on stderr naming what is wrong and where: exit status 2 for bad
 input (a file, a record, an argument, a name that exists nowhere); 3 for anything
@@ -23,7 +25,8 @@ import sys
 import traceback
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from contextlib import nullcontext
+from typing import Any, ContextManager, Sequence
 
 from streamwarden.catalog.store import STORE_HELP, default_store
 from streamwarden.errors import SourceError, StreamwardenError
@@ -82,6 +85,17 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"micro-batch interval: {DURATION} (default 2 seconds)")
         p.add_argument("--available-now", action="store_true", help="process what is there, then stop")
 
+    def spark_args(p: argparse.ArgumentParser) -> None:
+        """Where Spark runs and its settings, on every command that starts Spark
+        (:func:`streamwarden.engine.session.spark_settings` merges and checks them)."""
+        p.add_argument("--master", default=None, metavar="URL",
+                       help="Spark master: local[N], local[*], local-cluster[n,c,m], spark://HOST:PORT, yarn or "
+                            "k8s://https://HOST:PORT (default: $STREAMWARDEN_MASTER, else local[2])")
+        p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                       help="a Spark setting, repeatable, e.g. spark.executor.memory=2g or spark.ui.enabled=true "
+                            "(over $STREAMWARDEN_SPARK_CONF, one KEY=VALUE a line; the time zone and umask "
+                            "settings cannot be changed)")
+
     check = command(sub, "check", "validate a catalog file and load it into the store (live action values are kept)")
     check.add_argument("catalog", metavar="CATALOG.yaml", help="the catalog file to validate")
     store_arg(check, "where to load it")
@@ -108,6 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--render", default=None, metavar="FILE.png|FILE.svg", help="with --network: draw it")
     explain.add_argument("--format", choices=("text", "json", "dot"), default="text",
                          help="text (default), json, or with --network also dot (Graphviz)")
+    spark_args(explain)  # its Spark SQL is compiled by a Spark session (no job runs)
 
     replay = command(sub, "replay", "run the authorized query over recorded files")
     query_args(replay)
@@ -118,6 +133,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="read action values from this store (SQLAlchemy URL; default: the catalog file's values)")
     replay.add_argument("--into", default=None, metavar="STREAM",
                         help="the stream the results are written into (must be at the query's level)")
+    spark_args(replay)
 
     run = command(sub, "run", "run the authorized query continuously over file streams")
     query_args(run)
@@ -130,6 +146,7 @@ def _parser() -> argparse.ArgumentParser:
     continuous_args(run, "watermark delay for out-of-order input")
     run.add_argument("--into", default=None, metavar="STREAM",
                      help="the stream the results are written into (must be at the query's level)")
+    spark_args(run)
 
     for verb in ("grant", "revoke"):
         change = command(sub, verb, f"{verb} a user's access to a registered query of a running network")
@@ -157,6 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--soldiers", type=int, default=40, metavar="N", help="soldiers in the drill (default 40)")
     demo.add_argument("--minutes", type=float, default=20.0, metavar="M",
                       help="minutes of drill data (default 20)")
+    spark_args(demo)
 
     sp = command(sub, "sp", "print the SP records a data provider sends for INSERT SP statements")
     sp.add_argument("statements", nargs="+", metavar="STATEMENT",
@@ -179,19 +197,23 @@ def _parser() -> argparse.ArgumentParser:
                             help="rows go to DIR/<user>/<query id>.jsonl (each user's folder private)")
     net_replay.add_argument("--store", default=None, metavar="URL",
                             help="also register the queries in this store (SQLAlchemy URL; default: none)")
-    net_run = command(network_sub, "run", "run the whole network continuously as one Spark streaming query")
-    catalog_arg(net_run)
-    net_run.add_argument("--queries", required=True, metavar="QUERIES.yaml", help=queries_help)
+    spark_args(net_replay)
+    net_run = command(network_sub, "run", "run the network of the queries registered in the store continuously, "
+                                          "applying grants, registrations and catalog changes while it runs")
+    net_run.add_argument("--catalog", default=None, metavar="FILE.yaml",
+                         help="load this catalog into the store first (default: the store's)")
+    net_run.add_argument("--queries", default=None, metavar="QUERIES.yaml",
+                         help=queries_help + " — register these first (default: the store's registered queries)")
     input_arg(net_run, "an existing folder new files of the stream land in")
     net_run.add_argument("--output-dir", required=True, metavar="DIR",
-                         help="rows go to DIR/<user>/<query id>/ (each user's folder private)")
-    store_arg(net_run, "where grants and revocations are kept (the queries are registered there)")
+                         help="rows go to DIR/<user>/<query id>/ (each user's folder private), with _access.json "
+                              "saying whether they receive it now and why not")
+    store_arg(net_run, "the registered queries, the catalog, and the grants and revocations")
     net_run.add_argument("--checkpoint", default=None, metavar="DIR",
-                         help="default: checkpoints/network-<hash of DIR and the queries> next to the store; never "
-                              "inside --output-dir")
+                         help="the pipelines' checkpoints (default: checkpoints/network-<hash of DIR> next to the "
+                              "store); never inside --output-dir")
     continuous_args(net_run, "how late a tuple may arrive and still count in an aggregate's windows")
-    net_run.add_argument("--guard-prefix", action="store_true",
-                         help="beyond Algorithm 2: also stop the shared operators when every query they serve is off")
+    spark_args(net_run)
     net_explain = command(network_sub, "explain", "the shared-operator network, its common prefix and switches")
     catalog_arg(net_explain)
     net_explain.add_argument("--queries", required=True, metavar="QUERIES.yaml", help=queries_help)
@@ -203,6 +225,10 @@ def _parser() -> argparse.ArgumentParser:
     net_register.add_argument("queries", metavar="QUERIES.yaml", help=queries_help)
     catalog_arg(net_register)
     store_arg(net_register, "the network's store (created if missing)")
+    net_unregister = command(network_sub, "unregister", "remove a registered query (a running network stops it at "
+                                                        "its next micro-batch; its grants stay in the log)")
+    net_unregister.add_argument("--query", required=True, metavar="ID", help="the registered query's id")
+    store_arg(net_unregister, "the network's store (must exist)")
 
     command(sub, "bench", "run the benchmarks (same as make bench)")
     return parser
@@ -214,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = bool(getattr(args, "debug", False))
     previous_umask = os.umask(0o077)  # before Spark starts: its JVM inherits it
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _spark_settings(args):
             warnings.showwarning = _show_warning
             return _dispatch(args)
     except SourceError as exc:
@@ -235,6 +261,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_UNEXPECTED
     finally:
         os.umask(previous_umask)
+
+
+def _spark_settings(args: argparse.Namespace) -> ContextManager[object]:
+    """For a command that starts Spark, its ``--master`` and ``--conf`` over the environment's,
+    checked now (a malformed one is exit 2 before anything runs) and used by whatever
+    starts Spark during the command (see :func:`streamwarden.engine.session.requested`)."""
+    if not hasattr(args, "conf"):
+        return nullcontext()
+    from streamwarden.engine.session import requested, spark_settings
+
+    return requested(spark_settings(args.master, args.conf))
 
 
 def _trace(debug: bool) -> None:
@@ -297,7 +334,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         catalog = api.load_catalog(args.catalog)
         rewriting = api.authorize(catalog, args.user, args.query, join_strategy=args.join_strategy, level=args.level)
         if args.format == "json":
-            print(json.dumps(explain_json(rewriting), indent=2))
+            print(json.dumps(explain_json(rewriting, catalog), indent=2))
         else:
             print(explain_text(rewriting, catalog), end="")
         return 0
@@ -477,29 +514,101 @@ def _network_inputs(args: argparse.Namespace, catalog: Any, queries: Any) -> dic
 
 
 def _network_run(args: argparse.Namespace) -> int:
+    """``network run``: the store's registered queries (after registering --queries), kept running
+    and polled for changes between micro-batches until Ctrl-C (or, --available-now, until done)."""
     from streamwarden import api
-    from streamwarden.catalog.store import CatalogStore
-    from streamwarden.engine.execute import check_checkpoint
-    from streamwarden.language.parser import parse_duration
+    from streamwarden.engine.execute import check_checkpoint, check_inputs
+    from streamwarden.network.authorization import AuthorizationServer
     from streamwarden.network.registry import load_queries
-    from streamwarden.network.spark_runner import SharedNetworkRun, default_checkpoint
+    from streamwarden.runtime.plan import plan_network
 
-    catalog = api.load_catalog(args.catalog)
-    queries = load_queries(args.queries, catalog)
-    inputs = _network_inputs(args, catalog, queries)
+    if args.queries and not args.catalog:
+        raise StreamwardenError("--queries needs --catalog: the queries are checked against it before they are "
+                                "registered")
     _store_outside(args.store, args.output_dir, "the output folder")
-    store = CatalogStore(args.store)
-    checkpoint = Path(args.checkpoint) if args.checkpoint else default_checkpoint(store.home, args.output_dir, queries)
-    check_checkpoint(checkpoint, args.output_dir, sink_written=True)  # no overlap, before Spark starts
-    lateness = parse_duration(args.lateness, "--lateness", zero=True)
+    server = AuthorizationServer(args.store)
+    if args.catalog:
+        catalog = api.load_catalog(args.catalog)
+        if args.queries:
+            server.register(load_queries(args.queries, catalog), catalog)
+        else:
+            server.store.save(catalog)
+    elif not server.store.has_catalog():
+        raise StreamwardenError(f"the store {server.store.url} holds no catalog: give --catalog FILE.yaml")
+    catalog = server.store.load()
+    queries = server.registrations()
+    if not queries:
+        raise StreamwardenError(f"the store {server.store.url} has no registered query: give --queries QUERIES.yaml "
+                                "(with --catalog), or `streamwarden network register` them first")
+    inputs = _inputs(args.input)
+    plan = plan_network(catalog, queries)
+    check_inputs(catalog, {s.stream for p in plan.pipelines for s in _plan_sources(p)}, inputs,
+                 line_read={s.stream for p in plan.pipelines for s in _plan_sources(p)
+                            if s.window is not None and s.window.kind == "rows"})
+    store = server.store
+    checkpoint = Path(args.checkpoint) if args.checkpoint else None
+    if checkpoint is not None:
+        check_checkpoint(checkpoint, args.output_dir, sink_written=True)  # no overlap, before Spark starts
     from streamwarden.engine.session import get_spark
+    from streamwarden.runtime.network import NetworkRuntime, default_checkpoint_root
 
-    run = SharedNetworkRun(get_spark(), catalog, queries, inputs, args.output_dir, store.url, checkpoint,
-                           guard_prefix=args.guard_prefix, lateness_seconds=lateness)
-    stream = run.start(trigger=_trigger(args.trigger), available_now=args.available_now)
-    print(f"network of {len(queries)} queries running as {stream.id}, checkpoint {checkpoint}; grant/revoke with "
-          f"--store {store.url} (Ctrl-C to stop)", file=sys.stderr)
-    return _until_stopped(stream, "the network")
+    root = checkpoint or default_checkpoint_root(store.home, args.output_dir)
+    runtime = NetworkRuntime(get_spark(), store.url, inputs, args.output_dir, root, lateness=_lateness(args.lateness),
+                             trigger=_trigger(args.trigger))
+    runtime.start(available_now=args.available_now)
+    until = "until its input is processed" if args.available_now else "Ctrl-C to stop"
+    print(f"network of {len(queries)} queries running as {len(runtime.streams)} pipelines, checkpoint {root}; "
+          f"grant/revoke/register/check with --store {store.url} ({until})", file=sys.stderr)
+    return _until_network_stopped(runtime, poll_seconds=min(2.0, _seconds(args.trigger)))
+
+
+def _plan_sources(pipeline: Any) -> list[Any]:
+    from streamwarden.plan.nodes import sources
+
+    return list(sources(pipeline.rewriting.plan))
+
+
+def _seconds(text: str) -> float:
+    from streamwarden.language.parser import parse_duration
+
+    return parse_duration(text, "--trigger")
+
+
+def _until_network_stopped(runtime: Any, *, poll_seconds: float) -> int:
+    """Keep a network running: poll the store for changes every ``poll_seconds`` (they apply at
+    the pipelines' next micro-batch). Ctrl-C stops every pipeline (exit 130); a pipeline's
+    failure (a broken record, ...) stops them all and is raised. With ``available_now`` wait
+    for every pipeline to finish instead."""
+    import signal
+    import threading
+
+    from streamwarden.engine.execute import input_errors
+
+    interrupted = threading.Event()
+    handler = None
+    if threading.current_thread() is threading.main_thread():
+        handler = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
+    try:
+        with input_errors():
+            if runtime.available_now:
+                for stream in runtime.streams:
+                    while not interrupted.is_set() and not stream.awaitTermination(0.5):
+                        pass
+                runtime.check()
+            else:
+                while not interrupted.wait(poll_seconds):
+                    runtime.check()
+                    runtime.poll()
+    finally:
+        if handler is not None:
+            signal.signal(signal.SIGINT, handler)
+        for stream in runtime.streams:
+            if stream.isActive:
+                _quiet_stop(stream)
+    if interrupted.is_set():
+        print("interrupted: stopped the network; what its pipelines committed is kept", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return 0
 
 
 def _network_explain(args: argparse.Namespace) -> int:
@@ -535,6 +644,14 @@ def _network(args: argparse.Namespace) -> int:
         return _network_explain(args)
     if args.network_command == "run":
         return _network_run(args)
+    if args.network_command == "unregister":
+        from streamwarden.network.authorization import AuthorizationServer
+
+        server = AuthorizationServer.existing(args.store)
+        server.unregister(args.query)
+        print(f"unregistered {args.query} from {server.store.url} (a running network stops it at its next poll)",
+              file=sys.stderr)
+        return 0
     from streamwarden import api
     from streamwarden.network.authorization import AuthorizationServer
     from streamwarden.network.registry import load_access, load_queries

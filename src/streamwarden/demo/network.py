@@ -1,12 +1,16 @@
 """The smart-healthcare network: two queries share operators, users lose and regain access.
 
-Zaki et al.'s CQ1 and CQ2 run as one shared-operator network, one Spark streaming query.
-The demo feeds the three streams ten minutes at a time and, between files, the
-authorization server grants and revokes access while the query keeps running: a nurse
-loses CQ1 (partial loss: the terminal switch stops her rows), every user of CQ2 loses
-it (total loss: CQ2's own operators stop working), then the doctor gets CQ2 back. It
-prints the network with its switches, which operators ran for each file, and what each
-user received.
+Zaki et al.'s CQ1 and CQ2, and CQ3 over two hospitals' bedside monitors, run as one
+network (the runtime: a pipeline per query, level and plan, each on Spark's own
+streaming operators), with every mechanism at once: the monitors carry their patients'
+security punctuations, the hospitals sit on either side of a level boundary, and the
+grants of the authorization server decide who receives what. The demo feeds the streams
+ten minutes at a time and, between files, changes things while the network keeps
+running: a nurse loses CQ1 (partial loss: the terminal switch stops her rows), every
+user of CQ2 loses it (total loss: its pipelines stop once nobody can receive them),
+the doctor gets CQ2 back (it resumes from its checkpoint), and the hospitals load new
+role policies (only CQ3's pipelines restart). It prints the paper's network with its
+switches, which pipelines ran for each file, and what each user received.
 """
 
 from __future__ import annotations
@@ -17,20 +21,19 @@ import time
 from datetime import datetime, timedelta, timezone
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
-from pyspark.sql import DataFrame
 from rich.console import Console
 from rich.table import Table
 
 from streamwarden.catalog.loader import load_catalog_text
-from streamwarden.catalog.store import sqlite_url
+from streamwarden.catalog.store import CatalogStore, sqlite_url
 from streamwarden.engine.session import get_spark
 from streamwarden.network.authorization import AuthorizationServer
 from streamwarden.network.draw import draw
-from streamwarden.network.optimizer import network_text
+from streamwarden.network.optimizer import network_text, shared_network
 from streamwarden.network.registry import load_queries_text
-from streamwarden.network.spark_runner import SharedNetworkRun
+from streamwarden.network.switches import place_switches
+from streamwarden.runtime.network import NetworkRuntime
 from streamwarden.demo.quiet import step
 
 START = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
@@ -39,16 +42,28 @@ MINUTES_PER_FILE = 10
 # (before file, change): the authorization server's decisions, stamped at the file's start.
 CHANGES = {
     0: [("grant", "CQ1", "dr_lee"), ("grant", "CQ1", "nurse_kim"), ("grant", "CQ2", "dr_lee"),
-        ("grant", "CQ2", "wellness_app")],
+        ("grant", "CQ2", "wellness_app"), ("grant", "CQ3", "dr_lee"), ("grant", "CQ3", "nurse_kim"),
+        ("grant", "CQ3", "dr_sato")],
     1: [("revoke", "CQ1", "nurse_kim"), ("revoke", "CQ2", "dr_lee"), ("revoke", "CQ2", "wellness_app")],
     2: [("grant", "CQ2", "dr_lee")],
 }
+# Before the last file the hospitals change policy while the network runs: role policies on the
+# monitors, on top of the patients' SPs; nurses no longer see pulses (so CQ3 gives them nothing).
+POLICY_CHANGE = 2
+NEW_POLICIES = """
+policies:
+  - {id: doctors_vitals, subject: Doctor, streams: [Vitals], privilege: read}
+  - {id: nurses_vitals, subject: Nurse, streams: [Vitals], attributes: [patient, hospital], privilege: read}
+"""
+# Patients 1-3 lie in the north hospital, 4-6 in the south; 3 and 6 let only doctors read them.
+PATIENTS = {1: ("north", "{Doctor, Nurse}"), 2: ("north", "{Doctor, Nurse}"), 3: ("north", "Doctor"),
+            4: ("south", "{Doctor, Nurse}"), 5: ("south", "{Doctor, Nurse}"), 6: ("south", "Doctor")}
 
 
 def readings(minutes: int, seed: int = 3) -> dict[str, list[dict]]:
     rng = random.Random(seed)
     places = ["ward-a", "ward-b", "street-1", "street-2"]
-    out: dict[str, list[dict]] = {"Stream1": [], "Stream2": [], "Stream3": []}
+    out: dict[str, list[dict]] = {"Stream1": [], "Stream2": [], "Stream3": [], "Vitals": []}
     for second in range(0, minutes * 60, 20):
         ts = START + timedelta(seconds=second)
         for device in range(4):
@@ -59,28 +74,18 @@ def readings(minutes: int, seed: int = 3) -> dict[str, list[dict]]:
                                    "speed": round(rng.uniform(0, 60), 1)})
             out["Stream3"].append({"ts": text, "streamid": device, "location": rng.choice(places),
                                    "screentime": round(rng.uniform(0, 9), 1), "category": rng.choice(["social", "work"])})
+        for patient, (hospital, _) in PATIENTS.items():
+            out["Vitals"].append({"ts": text, "patient": patient, "hospital": hospital,
+                                  "pulse": rng.randint(60, 140), "sp_ts": START.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                  "sp_csn": 1})
     return out
 
 
-class _DemoNetwork(SharedNetworkRun):
-    """The demo's network: notes each micro-batch it ran, and says when one starts.
-
-    The demo tells each file's rows by the micro-batches that processed it, so it needs
-    their ids as they ran; Spark's progress events cannot tell them: a trigger that finds
-    nothing new reports the id of the batch that has *not* run yet, so counting from
-    ``lastProgress`` skipped the batch that then read the first file (its rows, on disk in
-    ``batch=0000000000``, were shown as 0).
-    """
-
-    def __init__(self, *args: Any, console: Console, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.console = console
-        self.ran: list[int] = []
-
-    def process(self, batch: DataFrame, batch_id: int) -> None:
-        step(self.console, f"    network: micro-batch {batch_id} running")
-        super().process(batch, batch_id)
-        self.ran.append(batch_id)
+def patients_policies() -> list[dict]:
+    """Each patient's monitor's security punctuation, sent ahead of its first reading."""
+    return [{"kind": "sp", "streams": "Vitals", "tuples": "*", "attributes": "*", "roles": roles, "sign": "+",
+             "ts": START.strftime("%Y-%m-%dT%H:%M:%SZ"), "sn": 1, "patient": patient}
+            for patient, (_, roles) in PATIENTS.items()]
 
 
 def run_network_demo(workdir: Path, console: Console) -> None:
@@ -90,60 +95,78 @@ def run_network_demo(workdir: Path, console: Console) -> None:
                                 catalog, "streamwarden/demo/network_queries.yaml")
     data = readings(FILES * MINUTES_PER_FILE)
     inputs = {stream: workdir / "network" / stream for stream in data}
+    for folder in inputs.values():
+        folder.mkdir(parents=True, exist_ok=True)
     store = sqlite_url(workdir / "network-auth.db")
     server = AuthorizationServer(store)
-    spark = get_spark()
-    run = _DemoNetwork(spark, catalog, queries, {s: str(p) for s, p in inputs.items()}, workdir / "network-out",
-                       store, workdir / "network-checkpoint", console=console)
-    console.print(network_text(run.placed, run.shared), end="")
-    picture = draw(run.placed, workdir / "network.png", title="CQ1 and CQ2 sharing operators")
+    shared = shared_network(catalog, queries)  # the paper's view: operators, common prefix, switches
+    placed = place_switches(shared.network)
+    console.print(network_text(placed, shared), end="")
+    picture = draw(placed, workdir / "network.png", title="CQ1, CQ2 and CQ3 (the paper's view)")
     console.print(f"network drawn to {picture}")
-    step(console, "starting the network: one Spark streaming query, a micro-batch a second when input arrives")
-    stream = run.start(trigger="1 second")
-    per_file = len(data["Stream1"]) // FILES
-    batches: list[set[int]] = []  # the micro-batches that processed each file (and its access changes)
+    runtime = NetworkRuntime(get_spark(), store, {s: str(p) for s, p in inputs.items()}, workdir / "network-out",
+                             workdir / "network-checkpoint", trigger="1 second", queries=queries, catalog=catalog)
+    step(console, "starting the network: one Spark streaming query per pipeline, a micro-batch a second")
+    runtime.start()
+    for pipeline in runtime.plan.pipelines:
+        console.print(f"  pipeline {pipeline.name}: {pipeline.query.id} for {', '.join(pipeline.users)}")
+    per_file = lambda name: len(data[name]) // FILES  # noqa: E731
+    received: list[dict[tuple[str, str], int]] = []  # rows per (user, query) while each file was processed
     try:
         for part in range(FILES):
             stamp = START + timedelta(minutes=part * MINUTES_PER_FILE)
             for verb, query, user in CHANGES[part]:
                 (server.grant if verb == "grant" else server.revoke)(query, user, stamp)
-                console.print(f"  {stamp:%H:%M} {verb} {user} on {query} (the Spark query keeps running)")
-            before, done = dict(run.counters), len(run.ran)
+                console.print(f"  {stamp:%H:%M} {verb} {user} on {query} (the network keeps running)")
+            if part == POLICY_CHANGE:
+                previous = set(runtime.running)
+                CatalogStore(store).save(load_catalog_text(catalog.text + NEW_POLICIES, "network.yaml (new)"))
+                runtime.poll()
+                console.print(f"  {stamp:%H:%M} new catalog: the hospitals add role policies on Vitals (nurses lose "
+                              f"pulse); restarted with a fresh state: {', '.join(sorted(set(runtime.running) - previous))}"
+                              f"; untouched: {', '.join(sorted(set(runtime.running) & previous))}")
+            runtime.poll()  # applies at the next micro-batch; a pipeline nobody can receive stops
+            before = _delivered(runtime)
             for name, rows in data.items():
-                inputs[name].mkdir(parents=True, exist_ok=True)
-                chunk = rows[part * per_file:(part + 1) * per_file]
+                chunk = rows[part * per_file(name):(part + 1) * per_file(name)]
+                if name == "Vitals" and part == 0:
+                    chunk = patients_policies() + chunk
                 (inputs[name] / f"part-{part:05d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in chunk))
             step(console, f"  minutes {part * MINUTES_PER_FILE}-{(part + 1) * MINUTES_PER_FILE}: a file of each stream "
-                          "arrived; waiting for the network's micro-batches")
+                          "arrived; waiting for the pipelines' micro-batches")
             started = time.monotonic()
-            stream.processAllAvailable()  # returns once every batch reading them is committed: each is in run.ran
-            batches.append(set(run.ran[done:]))
-            ran = sorted(v for v in run.counters if run.counters[v] > before.get(v, 0))
-            idle = sorted(v.id for v in run.shared.network.operators if v.id not in ran)
-            console.print(f"  minutes {part * MINUTES_PER_FILE}-{(part + 1) * MINUTES_PER_FILE}: operators that ran "
-                          f"{', '.join(ran) or 'none'}; switched off: {', '.join(idle) or 'none'} "
+            runtime.process_all_available()
+            after = _delivered(runtime)
+            received.append({k: after.get(k, 0) - before.get(k, 0) for k in after})
+            active = sorted(s.name or "" for s in runtime.streams if s.isActive)
+            stopped = sorted(n for n in runtime.running if n not in active)
+            console.print(f"  minutes {part * MINUTES_PER_FILE}-{(part + 1) * MINUTES_PER_FILE}: pipelines running "
+                          f"{', '.join(active) or 'none'}; stopped: {', '.join(stopped) or 'none'} "
                           f"({time.monotonic() - started:.1f} s)")
     finally:
-        stream.stop()
+        runtime.stop()
     table = Table(title="Rows each user received while each file was processed")
     for column in ("user", "query", *[f"minutes {p * MINUTES_PER_FILE}-{(p + 1) * MINUTES_PER_FILE}"
                                       for p in range(FILES)]):
         table.add_column(column, justify="left" if column in ("user", "query") else "right")
     for q in queries:
         for user in q.users:
-            per_batch = _rows_per_batch(workdir / "network-out" / user / q.id)
-            table.add_row(user, q.id, *[str(sum(n for b, n in per_batch.items() if b in batches[p]))
-                                        for p in range(FILES)])
+            table.add_row(user, q.id, *[str(received[p].get((user, q.id), 0)) for p in range(FILES)])
     console.print(table)
-    console.print("nurse_kim lost CQ1 at 10:10 (her terminal switch); CQ2 lost every user at 10:10, so its own "
-                  "operators stopped, and dr_lee regained it at 10:20 without a restart.")
+    console.print("nurse_kim lost CQ1 at 10:10 (the terminal switch stops her rows). CQ2 lost every user at 10:10: "
+                  "nobody received its rows from then on, and once a pipeline had emitted past 10:10 with no user "
+                  "left to receive it, it stopped and did no work (wellness_app's, minutes 20-30); dr_lee "
+                  "regained CQ2 at 10:20 without a restart, its windows still holding their partners. CQ3: dr_lee and "
+                  "nurse_kim see only the north hospital's patients, dr_sato only the south's (the level "
+                  "boundary), nurses only the patients whose own SPs name them, and from 10:20 (the new "
+                  "policies) nurse_kim no pulses at all.")
 
 
-def _rows_per_batch(folder: Path) -> dict[int, int]:
-    """Rows the terminal switch wrote per micro-batch (``batch=N`` folders of JSON lines;
-    ``batch=N-g`` for group ``g`` of a query whose users' plans differ)."""
-    counts: dict[int, int] = {}
-    for part in folder.glob("batch=*/part-*.json"):
-        batch = int(part.parent.name.removeprefix("batch=").partition("-")[0])
-        counts[batch] = counts.get(batch, 0) + sum(1 for line in part.read_text().splitlines() if line.strip())
-    return counts
+def _delivered(runtime: NetworkRuntime) -> dict[tuple[str, str], int]:
+    """Rows delivered so far per (user, query), over every pipeline of the query."""
+    total: dict[tuple[str, str], int] = {}
+    for running in runtime.running.values():
+        for user, rows in running.rows.items():
+            key = (user, running.pipeline.query.id)
+            total[key] = total.get(key, 0) + rows
+    return total

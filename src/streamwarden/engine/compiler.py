@@ -106,19 +106,6 @@ def watching() -> Iterator[list[Compiled]]:
         _watchers.reset(token)
 
 
-def compile_operator(node: Node, children: list[DataFrame], inputs: Inputs) -> DataFrame:
-    """``node`` alone, over frames already computed for its children (a shared network
-    evaluates its vertices one by one, each once, and feeds each result to its consumers).
-
-    The children's frames must have the columns the compiler gives them (physical names,
-    ``_policies`` below a secure view, ``_event`` with ``inputs.event_time``).
-    """
-    compiler = _Compiler(inputs, needs_actions=False)
-    for child, frame in zip(node.children(), children):
-        compiler.memo[id(child)] = frame
-    return compiler.compile(node)
-
-
 def _graph_actions(root: Node) -> set[str]:
     return {a.action for node in walk(root) for e in node.expressions() for a in E.action_refs(e)}
 
@@ -333,6 +320,13 @@ class _Compiler(_RowsWindows):
         joined = left.join(right, condition, "inner")
         if buckets is not None:
             joined = joined.drop(left[BUCKET]).drop(right[BUCKET])
+        if self.inputs.streaming:
+            # Spark allows one event-time column per stream: the left side's stays; the right's
+            # times stay as values. The next join's window conditions relate them to the left's,
+            # so its state is still bounded by the watermark.
+            times = {physical_name(b.relation, "ts") for b in sources(node.right)}
+            joined = joined.select(*[F.col(f"`{c}`").alias(c, metadata={}) if c in times else F.col(f"`{c}`")
+                                     for c in joined.columns])
         if "__right_policies" in joined.columns:
             merged = (F.sort_array(F.array_distinct(F.concat(F.col(POLICIES), F.col("__right_policies"))))
                       if POLICIES in left.columns else F.col("__right_policies"))

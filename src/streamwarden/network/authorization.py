@@ -42,7 +42,8 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Iterable
 
-from sqlalchemy import Boolean, Column, DateTime, Integer, MetaData, String, Table, Text, insert, select, update
+from sqlalchemy import (Boolean, Column, DateTime, Engine, Integer, MetaData, String, Table, Text, delete, inspect,
+                        insert, select, text, update)
 
 from streamwarden.catalog.store import CatalogStore, UnknownName, _utc
 from streamwarden.errors import StreamwardenError
@@ -67,6 +68,8 @@ _registered = Table(
     Column("id", String, primary_key=True),
     Column("users", Text, nullable=False),  # JSON list: the users QUERIES.yaml lists for it
     Column("registered_at", DateTime(timezone=True), nullable=False),
+    Column("query", Text, nullable=True),  # the CQL text (NULL in stores written before it was kept)
+    Column("level", String, nullable=True),  # the level it runs at; NULL: each user's clearance
 )
 
 
@@ -82,6 +85,7 @@ class AuthorizationServer:
                  store: CatalogStore | None = None):
         self.store = store or CatalogStore(url)
         _metadata.create_all(self.store.engine)
+        _add_missing_columns(self.store.engine)
         self._sp_folder = Path(sp_folder).resolve() if sp_folder is not None else _default_sp_folder(self.store.url)
 
     @classmethod
@@ -115,17 +119,33 @@ class AuthorizationServer:
         with self.store.engine.begin() as conn:
             known = {row.id for row in conn.execute(select(_registered.c.id))}
             for q in queries:
-                users = json.dumps(list(q.users))
+                values = dict(users=json.dumps(list(q.users)), registered_at=now, query=q.query, level=q.level)
                 if q.id in known:
-                    conn.execute(update(_registered).where(_registered.c.id == q.id).values(users=users,
-                                                                                            registered_at=now))
+                    conn.execute(update(_registered).where(_registered.c.id == q.id).values(**values))
                 else:
-                    conn.execute(insert(_registered).values(id=q.id, users=users, registered_at=now))
+                    conn.execute(insert(_registered).values(id=q.id, **values))
+
+    def unregister(self, query: str) -> None:
+        """Remove a registered query (a running network stops it at its next poll); its access
+        changes stay in the log, so registering it again restores the same grants."""
+        check_name("query id", query)
+        with self.store.engine.begin() as conn:
+            removed = conn.execute(delete(_registered).where(_registered.c.id == query)).rowcount
+        if not removed:
+            raise UnknownName(f"unknown query {query!r}: the store {self.store.url} has registered "
+                              f"{', '.join(sorted(self.registered())) or 'no query'}")
 
     def registered(self) -> dict[str, tuple[str, ...]]:
         """Registered query id -> the users listed for it."""
         with self.store.engine.connect() as conn:
             return {row.id: tuple(json.loads(row.users)) for row in conn.execute(select(_registered))}
+
+    def registrations(self) -> tuple[RegisteredQuery, ...]:
+        """The registered queries with their text and level, by id (a registration from a store
+        that predates query texts has none: it is skipped, to be registered again)."""
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(select(_registered).order_by(_registered.c.id)).all()
+        return tuple(RegisteredQuery(r.id, tuple(json.loads(r.users)), r.query, r.level) for r in rows if r.query)
 
     def check(self, query: str, user: str, *, strict: bool = False) -> list[str]:
         """Refuse a change naming an unregistered query or an unknown user (raises
@@ -208,6 +228,15 @@ class AuthorizationServer:
         with open_private(hidden) as handle:  # 0600: everyone's grants are no user's to read
             handle.write(json.dumps(record) + "\n")
         os.replace(hidden, target)
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """Stores written before queries kept their text and level get the two columns (NULL)."""
+    present = {c["name"] for c in inspect(engine).get_columns(_registered.name)}
+    with engine.begin() as conn:
+        for name in ("query", "level"):
+            if name not in present:
+                conn.execute(text(f"ALTER TABLE {_registered.name} ADD COLUMN {name} TEXT"))
 
 
 def _sp_name(seq: int) -> str:

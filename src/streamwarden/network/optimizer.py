@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from streamwarden.catalog.model import Catalog
-from streamwarden.errors import UnsupportedError
+from streamwarden.errors import StreamwardenError, UnsupportedError
 from streamwarden.network.dag import Network, NetworkBuilder
 from streamwarden.network.registry import RegisteredQuery
 from streamwarden.network.switches import PlacedNetwork
@@ -69,11 +69,6 @@ def shared_network(catalog: Catalog, queries: Sequence[RegisteredQuery]) -> Shar
     denied: dict[str, tuple[str, ...]] = {}
 
     def add(node: Node) -> str:
-        if isinstance(node, (Shield, LevelGuard)):
-            what = "security punctuations" if isinstance(node, Shield) else "security levels"
-            raise UnsupportedError(f"stream {node.stream if isinstance(node, Shield) else node.relation} carries "
-                                   f"{what}: a shared network runs queries over streams without them; "
-                                   "run such queries one by one (replay, run)")
         if isinstance(node, Source):
             vid = builder.source(node.stream)  # windows belong to the joins and aggregates that use them
             nodes.setdefault(vid, node)
@@ -85,6 +80,10 @@ def shared_network(catalog: Catalog, queries: Sequence[RegisteredQuery]) -> Shar
             vid = builder.select(inputs[0], E.render(node.predicate))
         elif isinstance(node, SecureView):
             vid = builder.select(inputs[0], _view_label(node))
+        elif isinstance(node, Shield):  # per-tuple, like a selection (and masking): roles decide its vertex
+            vid = builder.select(inputs[0], f"Shield {node.relation} for {', '.join(sorted(node.roles))}")
+        elif isinstance(node, LevelGuard):  # levels never share: the level is in the label, so in the vertex
+            vid = builder.select(inputs[0], f"Level guard {node.relation} at {node.level}")
         elif isinstance(node, Join):
             windows = " ".join(str(w) for w in (node.left_window, node.right_window) if w is not None)
             vid = builder.join(inputs[0], inputs[1], f"{E.render(node.predicate)} {windows}".rstrip())
@@ -99,11 +98,15 @@ def shared_network(catalog: Catalog, queries: Sequence[RegisteredQuery]) -> Shar
         nodes[vid] = node
         return vid
 
-    options = SecurityOptions(grants_decide=True)
     for q in queries:
+        options = SecurityOptions(level=q.level, grants_decide=True)
         groups: dict[tuple[AuthorizedGraph, ...], list[str]] = {}
         for user in q.users:
-            graphs = tuple(replace(g, root=canonical(g.root)) for g in secure(catalog, user, q.query, options).deployed)
+            try:
+                deployed = secure(catalog, user, q.query, options).deployed
+            except StreamwardenError:  # e.g. not cleared for the query's level: like no policy, nothing
+                deployed = ()
+            graphs = tuple(replace(g, root=canonical(g.root)) for g in deployed)
             if graphs:
                 groups.setdefault(graphs, []).append(user)
             else:

@@ -4,6 +4,11 @@
 
     queries:
       - {id: q1, users: [ann, bob], query: "SELECT s1.streamid FROM Stream1 AS s1 WHERE s1.speed < 30"}
+      - {id: q2, users: [cm], query: "SELECT ts FROM MessageLog", level: "[2, ⊥]"}
+
+``level`` (with security levels in the catalog) runs the query at that level for every
+listed user, each of whom must be cleared for it; without it each user runs the query
+at their own clearance.
 
 Access changes, one per line, in the order the authorization server issued them::
 
@@ -27,7 +32,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import yaml
 
@@ -44,11 +49,13 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 @dataclass(frozen=True)
 class RegisteredQuery:
-    """A continuous query of the network: its id, the users listed for it, its CQL text."""
+    """A continuous query of the network: its id, the users listed for it, its CQL text and
+    the security level it runs at (None: each user's clearance)."""
 
     id: str
     users: tuple[str, ...]
     query: str
+    level: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,9 +92,10 @@ def load_queries_text(text: str, catalog: Catalog, name: str = "<queries>") -> t
     queries: list[RegisteredQuery] = []
     for item in entries.value:
         fields = _mapping(item)
-        unknown = sorted(set(fields) - {"id", "users", "query"})
+        unknown = sorted(set(fields) - {"id", "users", "query", "level"})
         if unknown or not isinstance(item, yaml.MappingNode):
-            raise fail(item, f"a query is {{id, users, query}}{'; unknown key ' + repr(unknown[0]) if unknown else ''}")
+            raise fail(item, f"a query is {{id, users, query[, level]}}"
+                             f"{'; unknown key ' + repr(unknown[0]) if unknown else ''}")
         qid = _scalar(fields.get("id"))
         check_name("query id", qid, taken=[q.id for q in queries], fail=lambda m: fail(fields.get("id", item), m))
         if not qid or not _ID.fullmatch(qid):
@@ -109,8 +117,25 @@ def load_queries_text(text: str, catalog: Catalog, name: str = "<queries>") -> t
             bind_query(parse_query(query, f"{name} query {qid}"), catalog)
         except StreamwardenError as exc:
             raise fail(fields["query"], f"query {qid}: {str(exc).splitlines()[0]}") from None
-        queries.append(RegisteredQuery(qid, users, query))
+        level = _scalar(fields.get("level")) if "level" in fields else None
+        if level is not None:
+            _check_level(catalog, qid, level, users, lambda m: fail(fields["level"], m))
+        queries.append(RegisteredQuery(qid, users, query, level))
     return tuple(queries)
+
+
+def _check_level(catalog: Catalog, qid: str, level: str, users: Sequence[str],
+                 fail: Callable[[str], StreamwardenError]) -> None:
+    """A query's level must parse in the catalog's lattice and be within every listed user's clearance."""
+    from streamwarden.levels.guard import query_level  # levels import the catalog; keep registry light
+
+    if catalog.lattice is None:
+        raise fail(f"query {qid}: level {level!r} given, but the catalog declares no security levels")
+    for user in users:
+        try:
+            query_level(catalog, user, level)
+        except StreamwardenError as exc:
+            raise fail(f"query {qid}: {str(exc).splitlines()[0]}") from None
 
 
 def _mapping(node: yaml.Node | None) -> dict[str, yaml.Node]:

@@ -1,0 +1,515 @@
+"""The shared network on Spark's own streaming operators, with live changes.
+
+The runtime keeps a network of registered queries running over file streams:
+
+* **Compiled once per change.** The registrations and the catalog come from the store;
+  :func:`~streamwarden.runtime.plan.plan_network` secures each query for each listed
+  user and groups them into pipelines, and each pipeline is compiled by the one
+  compiler (:func:`~streamwarden.engine.execute.build_job`) into one Spark streaming
+  query: stream-stream joins and windowed aggregates with watermarks, shields and
+  ``[ROWS n]`` windows in ``transformWithState``, all state in Spark's state store
+  under the pipeline's own checkpoint. Nothing is planned per micro-batch.
+* **One write per micro-batch.** Each micro-batch of a pipeline goes through its
+  terminal switch: the access changes in the store decide, row by row (by the row's
+  event time, :func:`~streamwarden.network.registry.grant_intervals`), which users get
+  it, and one partitioned write puts every user's rows into ``DIR/<user>/<query>/``.
+* **Live changes.** :meth:`NetworkRuntime.poll` (the CLI calls it between micro-batches)
+  reads the store: grants, revocations and expiries take effect at the next
+  micro-batch (the terminal switch reads them); a new registration, or a user whose
+  roles give a new plan, starts a pipeline; an unregistered query stops its; a new
+  catalog recompiles, restarts the pipelines whose graphs it changed with a fresh state
+  and leaves the others' state alone. A user who moves to another pipeline (their plan
+  changed) receives from it only rows after the latest one the old pipeline emitted
+  (its *handover*), so nothing is delivered twice.
+* **Switches.** A pipeline none of whose users can receive another row (every grant
+  ended before what it has emitted) is stopped: it does no work at all. Its checkpoint
+  stays, so when a grant returns it resumes where it stopped and its windows still
+  hold their partners.
+* **Status.** Each listed user's ``DIR/<user>/<query>/_access.json`` says whether they
+  receive the query's rows now and why not (no grant, revoked, not cleared, no role
+  policy), rewritten when that changes.
+
+Design decision (measured, see README "One engine"): one Spark query per pipeline, not
+one query for the whole network. Spark SQL plans are trees: a subplan used by two
+consumers runs twice in one query (exchange reuse does not apply: column pruning makes
+the branches differ), so one query would share nothing but the source's bookkeeping,
+while it would couple every pipeline's watermark, failures and restarts, and adding a
+query would renumber the stateful operators of the others, whose state Spark would
+then restore into the wrong operators.
+
+    >>> # rt = NetworkRuntime(spark, store_url, {"S": "in/S"}, "out", "cp"); rt.start(available_now=True)
+    >>> # rt.await_termination(); read_user_rows(spark, "out", "ann", "q1")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Mapping
+
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from streamwarden.catalog.model import Catalog
+from streamwarden.catalog.store import CatalogStore
+from streamwarden.engine.compiler import EVENT
+from streamwarden.engine.execute import (ROCKSDB, STATE_STORE, build_job, check_checkpoint, check_inputs,
+                                         committed_batches, iso_timestamp, python_state)
+from streamwarden.engine.session import sql_conf
+from streamwarden.errors import InputError, StreamwardenError, UnsupportedError
+from streamwarden.language.expressions import parse_timestamp
+from streamwarden.names import check_name, make_private, open_private, private_dir, safe_path
+from streamwarden.network.authorization import AuthorizationServer
+from streamwarden.network.registry import AccessChange, RegisteredQuery, grant_intervals
+from streamwarden.network.replay import within_periods
+from streamwarden.plan.nodes import sources
+from streamwarden.punctuation.generate import policy_from_statements
+from streamwarden.punctuation.spgen import spgen_lines
+from streamwarden.runtime.plan import NetworkPlan, Pipeline, plan_network
+
+EARLIEST = "_earliest"  # ON RESULT: a row's earliest result timestamp (SPGen's date)
+MARKER = ".streamwarden-network"  # in the output folder: which checkpoint root writes into it
+STATUS = "_access.json"  # per user and query: do they receive it now, and why not
+_TO = "_to"
+
+
+@dataclass
+class _Running:
+    """A started pipeline: its plan, its Spark query and what it has emitted so far."""
+
+    pipeline: Pipeline
+    stream: StreamingQuery | None  # None: stopped by its switch
+    checkpoint: Path
+    after: dict[str, datetime | None]  # per user: deliver only rows after this event time (see _handover)
+    emitted: datetime | None = None  # the latest event time of a row it emitted (delivered or not)
+    batches: int = 0
+    rows: dict[str, int] = field(default_factory=dict)  # per user: rows delivered
+    spgen: datetime | None = None  # ON RESULT: the date of SPGen's policy (the pipeline's earliest result)
+
+
+class NetworkRuntime:
+    """Keeps the store's registered queries running as pipelines (see the module docstring).
+
+    ``queries`` are registered (with ``catalog``, stored) before anything starts; without
+    them the store's registrations and catalog are used. Checkpoints live under
+    ``checkpoint_root/<query>/<fingerprint>``, which must lie outside ``output_dir``.
+    """
+
+    def __init__(self, spark: SparkSession, store_url: str, inputs: Mapping[str, str | Path],
+                 output_dir: str | Path, checkpoint_root: str | Path, *, lateness: str = "0 seconds",
+                 trigger: str | None = None, queries: tuple[RegisteredQuery, ...] | None = None,
+                 catalog: Catalog | None = None, sp_folder: str | Path | None = None):
+        self.spark = spark
+        self.server = AuthorizationServer(store_url, sp_folder)
+        self.store: CatalogStore = self.server.store
+        if queries is not None:
+            self.server.register(queries, catalog)
+        self.inputs = dict(inputs)
+        self.output = Path(output_dir)
+        self.root = Path(checkpoint_root)
+        check_checkpoint(self.root, self.output, sink_written=True)  # never overlapping
+        self.lateness = lateness
+        self.trigger = trigger
+        self.available_now = False
+        self.running: dict[str, _Running] = {}  # by pipeline name
+        self.plan = NetworkPlan(())
+        self.catalog: Catalog | None = None
+        self._seen: tuple[str, int] | None = None  # (registrations and catalog hash, last access change seq)
+        self._lock = threading.RLock()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self, *, available_now: bool = False) -> "NetworkRuntime":
+        """Compile the store's network and start its pipelines (``available_now``: each processes
+        what its inputs hold, then stops; :meth:`await_termination` waits for them)."""
+        self.available_now = available_now
+        marker = self.output / MARKER
+        if not marker.is_file() and any(committed_batches(p / "spark") for p in self.root.glob("*/*")):
+            raise InputError(f"the checkpoint {self.root} has already committed results to {self.output}, which is "
+                             "gone or empty: resuming from it would write nothing for what it already processed. "
+                             "Remove the checkpoint to start over, or pass a new one with --checkpoint")
+        private_dir(self.root)
+        private_dir(self.output)
+        if not marker.is_file():
+            marker.write_text(json.dumps({"checkpoints": str(self.root.resolve())}) + "\n", encoding="utf-8")
+        self.poll(force=True)
+        return self
+
+    def poll(self, *, force: bool = False) -> bool:
+        """Apply what changed in the store since the last poll; returns whether anything did."""
+        with self._lock:
+            catalog, queries = self._read_store()
+            changes = self.server.changes()
+            key = (_digest(catalog.text, queries), changes[-1].line if changes else 0)
+            if not force and key == self._seen:
+                return False
+            if force or self._seen is None or key[0] != self._seen[0]:
+                self._replan(catalog, queries)
+            self._switch(changes)
+            self._write_status(changes)
+            self._seen = key
+            return True
+
+    def stop(self) -> None:
+        """Stop every pipeline (each checkpoint stays consistent: Spark commits whole batches)."""
+        with self._lock:
+            for running in self.running.values():
+                _stop(running)
+
+    def await_termination(self) -> None:
+        """Wait for every started pipeline (with ``available_now``: until each has processed its input)."""
+        for running in list(self.running.values()):
+            if running.stream is not None:
+                running.stream.awaitTermination()
+        self.check()
+
+    def process_all_available(self) -> None:
+        """Wait until every running pipeline has processed what its inputs hold (tests, the demo)."""
+        for running in list(self.running.values()):
+            if running.stream is not None and running.stream.isActive:
+                running.stream.processAllAvailable()
+        self.check()
+
+    def check(self) -> None:
+        """Raise the failure of a pipeline that stopped on an error."""
+        for running in self.running.values():
+            if running.stream is not None and running.stream.exception() is not None:
+                raise running.stream.exception()  # type: ignore[misc]
+
+    @property
+    def streams(self) -> list[StreamingQuery]:
+        return [r.stream for r in self.running.values() if r.stream is not None]
+
+    # -- planning ----------------------------------------------------------------------------
+    def _read_store(self) -> tuple[Catalog, tuple[RegisteredQuery, ...]]:
+        if not self.store.has_catalog():
+            raise StreamwardenError(f"the store {self.store.url} holds no catalog: load one with `streamwarden check "
+                                    f"CATALOG --store {self.store.url}` or register queries with --catalog")
+        return self.store.load(), self.server.registrations()
+
+    def _replan(self, catalog: Catalog, queries: tuple[RegisteredQuery, ...]) -> None:
+        """Compile the network again: start new pipelines, stop retired ones, keep the rest."""
+        for q in queries:
+            check_name("query id", q.id)
+            for user in q.users:
+                check_name("user", user)
+        plan = plan_network(catalog, queries, lateness=self.lateness)
+        wanted = {p.name: p for p in plan.pipelines}
+        for name in [n for n in self.running if n not in wanted]:  # retired: unregistered, or a new plan
+            retired = self.running.pop(name)
+            _stop(retired)
+            self._handover(retired.pipeline.query.id, retired.pipeline.users, retired.emitted)
+        if not self.running:  # starting: pipelines that ran before but are not wanted now retired meanwhile
+            self._handover_stale({p.fingerprint[:32] for p in plan.pipelines})
+        for name, pipeline in wanted.items():
+            if name in self.running:
+                running = self.running[name]
+                running.pipeline = pipeline  # users may have changed: the switch reads them live
+                running.after = self._after(running.checkpoint, pipeline)
+                continue
+            self.running[name] = self._prepare(pipeline)
+        self.plan = plan
+        self.catalog = catalog
+
+    def _prepare(self, pipeline: Pipeline) -> _Running:
+        """A pipeline's checkpoint (kept across runs: a pipeline wanted again resumes its state)."""
+        checkpoint = self.root / pipeline.query.id / pipeline.fingerprint[:32]
+        private_dir(checkpoint)
+        return _Running(pipeline, None, checkpoint, self._after(checkpoint, pipeline),
+                        _read_time(checkpoint / "emitted.json"), spgen=_read_time(checkpoint / "spgen.json"))
+
+    # -- handover: no row twice when a user moves between pipelines -------------------------------
+    def _handover(self, query: str, users: tuple[str, ...], emitted: datetime | None) -> None:
+        """A pipeline retires (its plan changed, or its query was unregistered): remember, per user,
+        the latest event time it emitted; whichever pipeline serves them next delivers only later rows."""
+        if emitted is None:
+            return
+        path = self.root / query / "handover.json"
+        marks = _read_marks(path)
+        for user in users:
+            if marks.get(user) is None or emitted > marks[user]:  # type: ignore[operator]
+                marks[user] = emitted
+        _write_marks(path, marks)
+
+    def _handover_stale(self, wanted: set[str]) -> None:
+        """At start: checkpoints of pipelines no longer wanted (the catalog changed while nothing ran)."""
+        for users_file in self.root.glob("*/*/users.json"):
+            if users_file.parent.name not in wanted:
+                users = tuple(json.loads(users_file.read_text(encoding="utf-8")))
+                self._handover(users_file.parent.parent.name, users, _read_time(users_file.parent / "emitted.json"))
+
+    def _after(self, checkpoint: Path, pipeline: Pipeline) -> dict[str, datetime | None]:
+        """Per user, what this pipeline must not deliver again: fixed when the user joins it (the
+        handover of the pipeline that served them before; nothing for a user new to the query)."""
+        after = _read_marks(checkpoint / "after.json")
+        handover = _read_marks(self.root / pipeline.query.id / "handover.json")
+        joined = [user for user in pipeline.users if user not in after]
+        for user in joined:
+            after[user] = handover.get(user)
+        if joined:
+            _write_marks(checkpoint / "after.json", after)
+        users = checkpoint / "users.json"
+        if not users.is_file() or json.loads(users.read_text(encoding="utf-8")) != list(pipeline.users):
+            _write_text(users, json.dumps(list(pipeline.users)) + "\n")
+        return after
+
+    # -- switches ----------------------------------------------------------------------------
+    def _switch(self, changes: tuple[AccessChange, ...]) -> None:
+        """Start the pipelines some user can still receive rows of; stop the others."""
+        for running in self.running.values():
+            wanted = self._receivable(running, changes)
+            if wanted and (running.stream is None or not running.stream.isActive):
+                running.stream = self._start(running)
+            elif not wanted and running.stream is not None and running.stream.isActive:
+                _stop(running)
+
+    def _receivable(self, running: _Running, changes: tuple[AccessChange, ...]) -> bool:
+        """Can some user of the pipeline still receive a row: a grant open, or ending after the
+        latest event time the pipeline has emitted (nothing emitted yet: any grant)?"""
+        for user in running.pipeline.users:
+            for start, end in grant_intervals(changes, running.pipeline.query.id, user):
+                if end is None or running.emitted is None or end > running.emitted:
+                    return True
+        return False
+
+    def _start(self, running: _Running) -> StreamingQuery:
+        pipeline = running.pipeline
+        streams = {s.stream for s in sources(pipeline.rewriting.plan)}
+        line_read = {s.stream for s in sources(pipeline.rewriting.plan)
+                     if s.window is not None and s.window.kind == "rows"}
+        assert self.catalog is not None
+        check_inputs(self.catalog, streams, self.inputs, line_read=line_read, must_exist=False)
+        job = build_job(self.spark, self.catalog, pipeline.rewriting, {s: self.inputs[s] for s in streams},
+                        streaming=True, store_url=self.store.url, lateness=self.lateness, event_time=True,
+                        metrics_tag=f"_{pipeline.name.replace('-', '_')}")
+        frame = job.union()
+        if frame is None:  # pragma: no cover - plan_network denies users with no deployed graph
+            raise UnsupportedError(f"query {pipeline.query.id}: no authorized graph can be deployed")
+        columns = [F.col(EVENT), F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns if c != EVENT]))
+                   .alias("_row")]
+        if job.rewriting.on_result:  # SPGen dates its policy by the earliest result: keep the results' times
+            times = sorted({f.name for g in job.rewriting.deployed for f in g.root.fields if f.dtype == "timestamp"})
+            earliest = [F.col(f"`{t}`").cast("timestamp") for t in times]
+            columns.append((F.least(*earliest) if len(earliest) > 1 else earliest[0]).alias(EARLIEST))
+        rows = frame.select(*columns)
+        writer = (rows.writeStream.foreachBatch(_TerminalSwitch(self, running))
+                  .option("checkpointLocation", str(running.checkpoint / "spark")).queryName(pipeline.name))
+        if self.available_now:
+            writer = writer.trigger(availableNow=True)
+        elif self.trigger:
+            writer = writer.trigger(processingTime=self.trigger)
+        with sql_conf(self.spark, STATE_STORE, ROCKSDB if python_state(job) else None):
+            return writer.start()
+
+    # -- status --------------------------------------------------------------------------------
+    def _write_status(self, changes: tuple[AccessChange, ...]) -> None:
+        """Each listed user's ``_access.json`` for each query: receiving it now, and why not."""
+        for q in self.plan.queries:
+            for user in q.users:
+                pipeline = self.plan.pipeline_of(q.id, user)
+                periods = grant_intervals(changes, q.id, user)
+                denial = next((d for d in self.plan.denials if d.query == q.id and d.user == user), None)
+                if denial is not None:
+                    receiving, reason = False, denial.reason
+                elif not periods:
+                    receiving, reason = False, "no grant for this query yet"
+                elif periods[-1][1] is not None:
+                    receiving, reason = False, f"access revoked as of {_iso(periods[-1][1])}"
+                else:
+                    receiving, reason = True, ""
+                status = {"query": q.id, "user": user, "receiving": receiving, "reason": reason,
+                          "periods": [[_iso(a), None if b is None else _iso(b)] for a, b in periods],
+                          "level": pipeline.level if pipeline is not None else q.level,
+                          "graphs": [g.id for g in pipeline.rewriting.deployed] if pipeline is not None else []}
+                folder = safe_path(self.output, user, q.id)
+                private_dir(safe_path(self.output, user), tighten=True)
+                private_dir(folder)
+                target = folder / STATUS
+                text = json.dumps(status, indent=2) + "\n"
+                if target.is_file() and target.read_text(encoding="utf-8") == text:
+                    continue
+                partial = folder / f".{STATUS}.partial"
+                partial.unlink(missing_ok=True)
+                with open_private(partial) as handle:
+                    handle.write(text)
+                partial.replace(target)
+
+
+class _TerminalSwitch:
+    """``foreachBatch``: every user of the pipeline gets the batch's rows inside their grant
+    periods, in one partitioned write, each part then moved into the user's folder."""
+
+    def __init__(self, runtime: NetworkRuntime, running: _Running):
+        self.runtime = runtime
+        self.running = running  # kept: a batch in flight still finds it when a replan retires it
+        self.name = running.pipeline.name
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        runtime = self.runtime
+        running = self.running
+        pipeline = running.pipeline
+        changes = runtime.server.changes()  # read now: a change recorded before this batch applies to it
+        recipients = [(i, user, periods) for i, user in enumerate(pipeline.users)
+                      if (periods := _delivered_after(grant_intervals(changes, pipeline.query.id, user),
+                                                      running.after.get(user)))]
+        on_result = pipeline.rewriting.on_result
+        if on_result:
+            batch = self._spgen(batch, running)
+        tag = f"{self.name.replace('-', '_')}_{batch_id}"
+        observed = Observation(f"emitted_{tag}")
+        batch = batch.observe(observed, iso_timestamp(F.max(EVENT)).alias("latest"))
+        counted = Observation(f"delivered_{tag}")
+        if recipients:
+            to = F.array_compact(F.array(*[F.when(within_periods(p), F.lit(i)) for i, _, p in recipients]))
+            staging = runtime.root / ".staging" / f"{self.name}-{batch_id}"
+            delivered = batch.select(F.explode(to).alias(_TO), F.col("_row"))
+            delivered = delivered.observe(counted, *[F.sum((F.col(_TO) == i).cast("long")).alias(str(i))
+                                                     for i, _, _ in recipients])
+            delivered.write.mode("overwrite").partitionBy(_TO).text(str(staging))  # the batch's one write
+            for i, user, _ in recipients:
+                name = f"batch={pipeline.fingerprint[:12]}-{batch_id:010d}"
+                self._move(staging / f"{_TO}={i}", user, pipeline.query.id, name)
+                delivered_now = int(counted.get.get(str(i)) or 0)
+                if on_result and delivered_now and running.spgen is not None:
+                    self._policy_first(user, pipeline, name, running.spgen)
+                running.rows[user] = running.rows.get(user, 0) + delivered_now
+            shutil.rmtree(staging, ignore_errors=True)
+        else:
+            batch.write.format("noop").mode("overwrite").save()  # still runs the batch, for what it emitted
+        latest = observed.get.get("latest")
+        if latest is not None:
+            emitted = parse_timestamp(latest)
+            if running.emitted is None or emitted > running.emitted:
+                running.emitted = emitted
+                _write_time(running.checkpoint / "emitted.json", emitted)
+        running.batches += 1
+
+    def _spgen(self, batch: DataFrame, running: _Running) -> DataFrame:
+        """ON RESULT: every row stamped with SPGen's policy, dated by the pipeline's earliest result
+        (found in the first micro-batch with results, kept in the checkpoint for restarts)."""
+        if running.spgen is None:
+            first = batch.agg(iso_timestamp(F.min(EARLIEST))).first()[0]  # until the first results only
+            if first is None:
+                return batch.drop(EARLIEST)
+            running.spgen = parse_timestamp(first)
+            _write_time(running.checkpoint / "spgen.json", running.spgen)
+        sps = len(policy_from_statements(running.pipeline.rewriting.on_result, running.spgen))  # type: ignore[arg-type]
+        stamp = f',"sp_ts":"{_iso(running.spgen)}","sp_csn":{sps}}}'
+        return batch.drop(EARLIEST).withColumn("_row", F.concat(F.expr("substring(_row, 1, length(_row) - 1)"),
+                                                                 F.lit(stamp)))
+
+    def _policy_first(self, user: str, pipeline: Pipeline, batch_folder: str, at: datetime) -> None:
+        """SPGen's policy records ahead of the first rows a user receives (a file that sorts before
+        Spark's parts in the same batch folder: the user's output is itself a punctuated stream)."""
+        folder = safe_path(self.runtime.output, user, pipeline.query.id)
+        name = "part-00000-0-spgen.txt"
+        if any(p.parent.name != batch_folder for p in folder.glob(f"batch={pipeline.fingerprint[:12]}-*/{name}")):
+            return  # an earlier batch already carried it (this one may be a retry of that batch: rewritten)
+        lines = list(spgen_lines(pipeline.rewriting.on_result, at, []))
+        target = folder / batch_folder / name
+        with open_private(target) as handle:
+            handle.write("".join(line + "\n" for line in lines))
+
+    def _move(self, part: Path, user: str, query: str, name: str) -> None:
+        """The staged rows of one user into ``DIR/<user>/<query>/<name>/`` (replacing a retried batch's)."""
+        target = safe_path(self.runtime.output, user, query, name)  # never outside the output folder
+        shutil.rmtree(target, ignore_errors=True)
+        if not part.exists():
+            return
+        private_dir(safe_path(self.runtime.output, user), tighten=True)
+        private_dir(target.parent)
+        make_private(part)  # 0700 folders, 0600 files, whatever Spark's umask was
+        shutil.move(str(part), str(target))
+
+
+def _stop(running: _Running) -> None:
+    if running.stream is not None:
+        try:
+            running.stream.stop()
+        finally:
+            running.stream = None
+
+
+def _digest(catalog_text: str | None, queries: tuple[RegisteredQuery, ...]) -> str:
+    text = json.dumps([catalog_text or "", [[q.id, list(q.users), q.query, q.level] for q in queries]])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _iso(t: datetime) -> str:
+    t = t.astimezone(timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{t.microsecond:06d}" if t.microsecond else "") + "Z"
+
+
+def _delivered_after(periods: list[tuple[datetime, datetime | None]], after: datetime | None
+                     ) -> list[tuple[datetime, datetime | None]]:
+    """A user's grant periods, cut to event times after ``after`` (what an earlier pipeline
+    already covered for them); an instant after ``after``: rows strictly later."""
+    if after is None:
+        return periods
+    cut = []
+    for start, end in periods:
+        if end is not None and end <= after:
+            continue
+        cut.append((max(start, after + timedelta(microseconds=1)), end))
+    return cut
+
+
+def _read_marks(path: Path) -> dict[str, datetime | None]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {user: None if at is None else parse_timestamp(at) for user, at in raw.items()}
+
+
+def _write_marks(path: Path, marks: dict[str, datetime | None]) -> None:
+    _write_text(path, json.dumps({u: None if t is None else _iso(t) for u, t in sorted(marks.items())}) + "\n")
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Replace a small control file atomically, readable by its owner only."""
+    partial = path.with_name("." + path.name + ".partial")
+    partial.unlink(missing_ok=True)
+    with open_private(partial) as handle:
+        handle.write(text)
+    partial.replace(path)
+
+
+def _read_time(path: Path) -> datetime | None:
+    try:
+        return parse_timestamp(json.loads(path.read_text(encoding="utf-8"))["at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_time(path: Path, at: datetime) -> None:
+    _write_text(path, json.dumps({"at": _iso(at)}) + "\n")
+
+
+def read_user_rows(spark: SparkSession, output_dir: str | Path, user: str, query: str) -> list[dict]:
+    """The rows a running network has delivered to ``user`` for ``query``."""
+    folder = safe_path(output_dir, user, query)
+    rows = []
+    for part in sorted(folder.glob("batch=*/part-*")):
+        with open(part, encoding="utf-8") as handle:
+            rows += [json.loads(line) for line in handle if line.strip()]
+    return rows
+
+
+def read_status(output_dir: str | Path, user: str, query: str) -> dict:
+    """A user's ``_access.json`` for a query (receiving, reason, grant periods)."""
+    return json.loads((safe_path(output_dir, user, query) / STATUS).read_text(encoding="utf-8"))
+
+
+def default_checkpoint_root(home: str | Path, output_dir: str | Path) -> Path:
+    """``HOME/checkpoints/network-<hash of the output folder>``: next to the store, never in an output."""
+    key = hashlib.sha256(str(Path(output_dir).resolve()).encode()).hexdigest()[:16]
+    return Path(home) / "checkpoints" / f"network-{key}"
+
+
+__all__ = ["MARKER", "STATUS", "NetworkRuntime", "default_checkpoint_root", "read_status", "read_user_rows"]
