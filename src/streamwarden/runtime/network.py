@@ -147,6 +147,9 @@ class NetworkRuntime:
             changes = self.server.changes()
             key = (_digest(catalog.text, queries), changes[-1].line if changes else 0)
             if not force and key == self._seen:
+                # Nothing new in the store, but pipelines move on: one whose rows now pass every
+                # user's revocation stops here (a switch follows what it has emitted, too).
+                self._switch(changes)
                 return False
             if force or self._seen is None or key[0] != self._seen[0]:
                 self._replan(catalog, queries)
