@@ -1,38 +1,77 @@
 """Run every streamwarden benchmark and write ``bench/results/``.
 
-    python -m bench.run                      # full run (~13 min on 2 cores)
-    python -m bench.run --quick              # smoke version (~4 min)
+    python -m bench.run                      # full run
+    python -m bench.run --quick              # smoke version
     python -m bench.run --only punctuation   # one experiment; the others' saved results are kept
 
-Everything runs in this one process: the rewriting benchmark first (pure Python), then
-the Spark benchmarks on ``streamwarden.engine.session.get_spark()``: runtime on the drill
-scenario, security punctuations, security levels, then shared networks. Outputs: ``README.md`` (the report),
-``results.json`` (raw numbers) and the PNG plots. With ``--only``, the experiments not
-run are carried over from the existing ``results.json``, so the report stays whole.
+Everything runs in this one process: the pure-Python benchmarks first (rewriting, the
+simulated networks), then the Spark benchmarks on ``streamwarden.engine.session.get_spark()``:
+runtime on the drill scenario, security punctuations, security levels, shared networks,
+one engine. :data:`DECLARED` declares each experiment once (name, module, Spark or not,
+its own report section). Outputs: ``README.md`` (the report), ``results.json`` (raw
+numbers) and the PNG plots. With ``--only``, the experiments not run are carried over
+from the existing ``results.json``, so the report stays whole; a saved result in an
+older format than its experiment's (its ``format``) is dropped instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench import machine as machine_info
 from bench import observations, plots, report
-from bench import levels as levels_bench
-from bench import network_sim as network_sim_bench
-from bench import network_spark as network_spark_bench
-from bench import punctuation as punctuation_bench
-from bench import rewriting as rewriting_bench
-from bench import runtime as runtime_bench
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
-EXPERIMENTS = ("rewriting", "runtime", "punctuation", "levels", "network_sim", "network_spark")
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One experiment: its name (``--only``), the title logged, the module measuring it (with
+    ``Settings``, ``Settings.quick()`` and ``run([spark,] settings, log=...)``), whether it runs on
+    Spark, and, for an experiment that renders its own README section after the common report,
+    ``"module:function"`` of that section and of its plots. ``format`` names the shape of its
+    results (stored with them); saved results of another format are not carried over."""
+
+    name: str
+    title: str
+    module: str
+    spark: bool
+    section: str | None = None
+    plots: str | None = None
+    format: int | None = None
+
+
+DECLARED = (
+    Declared("rewriting", "experiment 1: rewriting time", "bench.rewriting", spark=False),
+    Declared("runtime", "experiment 2: runtime on the drill scenario", "bench.runtime", spark=True),
+    Declared("punctuation", "experiment 3: security punctuations (Figs. 13-16)", "bench.punctuation", spark=True),
+    Declared("levels", "experiment 4: security levels (one processor per level)", "bench.levels", spark=True),
+    Declared("network_sim", "experiment 5: shared operator networks with privacy switches, simulated (Figs. 8-9)",
+             "bench.network_sim", spark=False, section="bench.report_network_sim:network_sim_section",
+             plots="bench.plots_network_sim:network_sim_plots"),
+    Declared("network_spark", "experiment 6: shared operator networks on Spark, one run over a recorded input",
+             "bench.network_spark", spark=True, section="bench.report_network_spark:network_spark_section",
+             plots="bench.plots_network_spark:network_spark_plots", format=2),
+    Declared("network_engine", "experiment 7: one engine (latency, steady state, every mechanism at once)",
+             "bench.network_engine", spark=True, section="bench.report_network_engine:network_engine_section",
+             plots="bench.plots_network_engine:network_engine_plots", format=1),
+)
+EXPERIMENTS = tuple(d.name for d in DECLARED)
+
+
+def _attr(path: str) -> Any:
+    """``"package.module:name"`` imported."""
+    module, name = path.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def _log(message: str) -> None:
@@ -81,32 +120,32 @@ def main(argv: list[str] | None = None) -> int:
                     results[name], runs[name] = saved["results"][name], saved["runs"][name]
     command = "python -m bench.run" + (" --quick" if args.quick else "") + (f" --only {args.only}" if args.only else "")
 
-    def experiment(name: str, title: str, module: Any, *spark: Any) -> None:
-        """Run ``module`` (passing ``spark`` first when given) unless ``--only`` names another; time and record it."""
-        if args.only not in (None, name):
+    def experiment(declared: Declared, *spark: Any) -> None:
+        """Run ``declared`` (passing ``spark`` first when given) unless ``--only`` names another; time and record it."""
+        if args.only not in (None, declared.name):
             return
-        _log(title)
+        _log(declared.title)
+        module = importlib.import_module(declared.module)
         began = time.perf_counter()
         settings = module.Settings.quick() if args.quick else module.Settings()
-        results[name] = module.run(*spark, settings, log=_log)
-        runs[name] = {"mode": mode, "duration_s": round(time.perf_counter() - began, 1), "command": command,
-                      "commit": info["streamwarden_commit"], "when": time.strftime("%Y-%m-%d %H:%M")}
+        results[declared.name] = module.run(*spark, settings, log=_log)
+        if declared.format is not None:
+            results[declared.name]["format"] = declared.format  # type: ignore[index]
+        runs[declared.name] = {"mode": mode, "duration_s": round(time.perf_counter() - began, 1), "command": command,
+                               "commit": info["streamwarden_commit"], "when": time.strftime("%Y-%m-%d %H:%M")}
 
-    experiment("rewriting", "experiment 1: rewriting time", rewriting_bench)
-    # pure Python, like the rewriting benchmark
-    experiment("network_sim", "experiment 5: shared operator networks with privacy switches, simulated (Figs. 8-9)",
-               network_sim_bench)
-    if args.only in (None, "runtime", "punctuation", "levels", "network_spark"):
+    for declared in DECLARED:  # pure Python first
+        if not declared.spark:
+            experiment(declared)
+    if any(d.spark and args.only in (None, d.name) for d in DECLARED):
         _log("starting Spark")
         from streamwarden.engine.session import get_spark  # Spark only when needed
 
         spark = get_spark()
         info["spark_java"] = str(spark._jvm.java.lang.System.getProperty("java.runtime.version"))  # type: ignore[attr-defined]
-        experiment("runtime", "experiment 2: runtime on the drill scenario", runtime_bench, spark)
-        experiment("punctuation", "experiment 3: security punctuations (Figs. 13-16)", punctuation_bench, spark)
-        experiment("levels", "experiment 4: security levels (one processor per level)", levels_bench, spark)
-        experiment("network_spark", "experiment 6: shared operator networks with privacy switches, on Spark",
-                   network_spark_bench, spark)
+        for declared in DECLARED:
+            if declared.spark:
+                experiment(declared, spark)
 
     duration = time.perf_counter() - started
     (args.output / "results.json").write_text(json.dumps(_json_safe({
@@ -125,7 +164,8 @@ def _saved(out: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     data = _from_json(json.loads(path.read_text(encoding="utf-8")))
-    results = {name: data.get(name) if isinstance(data.get(name), dict) else None for name in EXPERIMENTS}
+    results = {d.name: data.get(d.name) if isinstance(data.get(d.name), dict)
+               and (d.format is None or data[d.name].get("format") == d.format) else None for d in DECLARED}
     runs = data.get("runs") if isinstance(data.get("runs"), dict) else {}
     for name in EXPERIMENTS:
         if results[name] and name not in runs:
@@ -148,7 +188,8 @@ def _from_json(value: Any) -> Any:
 
 def _write_outputs(out: Path, info: dict[str, Any], results: dict[str, dict[str, Any] | None],
                    runs: dict[str, dict[str, Any]]) -> None:
-    rewriting, runtime, punctuation, levels = (results.get(name) for name in EXPERIMENTS[:4])
+    rewriting, runtime, punctuation, levels = (results.get(name) for name in
+                                               ("rewriting", "runtime", "punctuation", "levels"))
     notes = ((observations.rewriting(rewriting) if rewriting else [])
              + (observations.runtime(runtime) if runtime else [])
              + (observations.punctuation(punctuation) if punctuation else [])
@@ -156,20 +197,11 @@ def _write_outputs(out: Path, info: dict[str, Any], results: dict[str, dict[str,
     written = plots.all_plots(rewriting, runtime, out, punctuation, levels)
     text = report.render(machine=info, runs=runs, rewriting=rewriting, runtime=runtime, punctuation=punctuation,
                          levels=levels, notes=notes)
-    network_sim = results.get("network_sim")
-    if network_sim:  # experiment 5 renders its own section (with its own targets table) and plots
-        from bench.plots_network_sim import network_sim_plots
-        from bench.report_network_sim import network_sim_section
-
-        written += network_sim_plots(network_sim, out)
-        text = text.rstrip() + "\n\n" + network_sim_section(network_sim, runs.get("network_sim")).rstrip() + "\n"
-    network_spark = results.get("network_spark")
-    if network_spark:  # experiment 6: the same scenarios on Spark, right after the simulation
-        from bench.plots_network_spark import network_spark_plots
-        from bench.report_network_spark import network_spark_section
-
-        written += network_spark_plots(network_spark, out)
-        text = text.rstrip() + "\n\n" + network_spark_section(network_spark, runs.get("network_spark")).rstrip() + "\n"
+    for declared in DECLARED:  # experiments 5-7 render their own sections (with their own targets) and plots
+        result = results.get(declared.name)
+        if result and declared.section and declared.plots:
+            written += _attr(declared.plots)(result, out)
+            text = text.rstrip() + "\n\n" + _attr(declared.section)(result, runs.get(declared.name)).rstrip() + "\n"
     (out / "README.md").write_text(text, encoding="utf-8")
     _log(f"wrote {out / 'README.md'}, results.json and {', '.join(written)}")
 
