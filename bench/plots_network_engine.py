@@ -25,7 +25,7 @@ def engine_plot(ne: dict[str, Any], path: Path) -> None:
     names = list(lat)
     medians = [lat[n]["median_ms"] for n in names]
     errors = [[0] * len(names), [max(lat[n]["p90_ms"] - lat[n]["median_ms"], 0) for n in names]]
-    a1.bar(range(len(names)), medians, color=["tab:gray" if n == LAT_PLAIN else "tab:blue" for n in names],
+    a1.bar(range(len(names)), medians, color=["tab:gray" if n.startswith(LAT_PLAIN) else "tab:blue" for n in names],
            yerr=errors, capsize=4)
     a1.axhline(TARGET_LATENCY_RATIO * lat[LAT_PLAIN]["median_ms"], color="tab:red", ls="--", lw=1.2,
                label=f"target: {TARGET_LATENCY_RATIO:g}× plain")
@@ -63,10 +63,11 @@ def engine_plot(ne: dict[str, Any], path: Path) -> None:
            color=["tab:blue" if i == 0 else "tab:gray" for i in range(len(names))])
     a3.axhline(TARGET_MIXED_RATIO * mx[UNSECURED_NETWORK]["records_per_s"], color="tab:red", ls="--", lw=1.2,
                label=f"target: {TARGET_MIXED_RATIO:g}× unsecured network")
+    a3.set_ylim(0, 1.3 * max(mx[n]["records_per_s"] for n in names))
     a3.set_xticks(range(len(names)), labels=[n.replace(" ", "\n", 1) for n in names], fontsize=8)
     a3.set_ylabel("input records per second (median)")
     a3.set_title("Role policies, shields and levels at once", fontsize=10)
-    a3.legend(fontsize=8)
+    a3.legend(fontsize=8, loc="upper left")
     a3.grid(True, axis="y", alpha=0.3)
     fig.suptitle("One engine (issue 12), measured side by side", fontsize=10)
     _save(fig, path)

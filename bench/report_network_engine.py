@@ -200,7 +200,10 @@ def _observations(ne: dict[str, Any]) -> list[str]:
         f"running, against {net['queries_running']:.0f}) and runs no Spark work; the network then cost "
         f"{st[OFF]['cpu_ms_per_file']:,.0f} ms per file"
         + (f", and {st[GONE]['cpu_ms_per_file']:,.0f} ms without {BRANCH} registered at all: the difference "
-           f"({b['off_ms']:+,.0f} ms) is what the other two pipelines' cost varied by between the two phases."
+           f"({b['off_ms']:+,.0f} ms) is what the other two pipelines' cost varied by between the two phases "
+           "(per round, ms per file: " + "; ".join(
+               f"{phase} " + " / ".join(f"{v:,.0f}" for v in ne["steady"]["rounds_cpu_ms"][phase])
+               for phase in (OFF, GONE)) + ")."
            if b else "."))
     if ne["steady"].get("switch_stops_by_itself") is False:
         notes.append(
