@@ -110,3 +110,36 @@ def test_scjoin_runs_continuously_with_a_shield_on_each_side(spark, tmp_path, st
     # replaces it for the tuples after it; A's k 3 is outside its policy.
     assert strip(streamed) == strip(replayed)
     assert sorted((r["k"], r["bk"]) for r in streamed) == [(2, 6)]
+
+
+TYPED_CATALOG = load_catalog_text("""
+streams:
+  Vitals:
+    schema: {ts: timestamp, patient: int, ward: string, seen: timestamp, ok: boolean, pulse: int}
+    key: patient
+    punctuated_by: patient
+roles: {Doctor: {}}
+users: {doc: {roles: [Doctor]}}
+""", "typed.yaml")
+
+
+def test_a_provider_with_only_sps_in_a_micro_batch_leaves_every_attribute_in_its_declared_type(spark, tmp_path) -> None:
+    """A provider whose part of a micro-batch holds no tuple (here: patients 2-4, only their SPs)
+    hands pandas columns that are NULL throughout, as float NaN; the shield's output must
+    still be strings, timestamps and booleans, or Arrow refuses it and the query stops."""
+    sp = {"kind": "sp", "streams": "Vitals", "tuples": "*", "attributes": "*", "roles": "Doctor", "sign": "+",
+          "ts": ts(0), "sn": 1}
+    rows = [{**sp, "patient": patient} for patient in (1, 2, 3, 4)]
+    rows += [{"ts": ts(second), "patient": 1, "ward": "A", "seen": ts(second), "ok": True, "pulse": 50,
+              "sp_ts": ts(0), "sp_csn": 1} for second in range(1, 9)]
+    write_jsonl(tmp_path / "in" / "a.jsonl", rows)
+    query = "SELECT patient, ward, seen, ok, pulse FROM Vitals"
+    stream = api.run(TYPED_CATALOG, "doc", query, {"Vitals": tmp_path / "in"}, str(tmp_path / "sink"),
+                     checkpoint=tmp_path / "c", store_url=sqlite_url(tmp_path / "s.db"), spark=spark)
+    try:
+        stream.processAllAvailable()
+    finally:
+        stream.stop()
+    streamed = read_sink(spark, tmp_path / "sink")
+    assert len(streamed) == 8 and {(r["ward"], r["ok"], r["pulse"]) for r in streamed} == {("A", True, 50)}
+    assert strip(streamed) == strip(api.replay(TYPED_CATALOG, "doc", query, {"Vitals": tmp_path / "in"}, spark=spark))

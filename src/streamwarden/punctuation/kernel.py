@@ -65,28 +65,31 @@ def arrival_order(batch: pd.DataFrame) -> pd.DataFrame:
     return batch.sort_values(["_file", "_line"], kind="stable")
 
 
-def shielded(shield: Shield, batch: pd.DataFrame, encode: SpEncoder, integer_texts: Iterable[str] = ()) -> pd.DataFrame:
+def shielded(shield: Shield, batch: pd.DataFrame, encode: SpEncoder, texts: Iterable[str] = (),
+             timestamps: Iterable[str] = ()) -> pd.DataFrame:
     """Run ``shield`` over one batch of one provider's records; the tuples with ``_gov``.
 
-    The tuples' attributes pass through untouched. ``integer_texts`` name the integer attributes,
-    which cross Python as their decimal text (see
-    :func:`streamwarden.punctuation.reader.shielded_input`): a column of them that is NULL
-    throughout a batch reaches pandas as float NaN and must leave as text again. An SP
-    whose pattern does not parse stops the job, naming its file and line.
+    The tuples' attributes pass through untouched. ``texts`` name the attributes that leave
+    as strings: the string attributes, and the integer ones, which cross Python as their
+    decimal text (see :func:`streamwarden.punctuation.reader.shielded_input`);
+    ``timestamps`` the timestamp attributes. A column NULL throughout a batch (the batch
+    holds only SPs, or a provider's tuples all lack it) reaches pandas as float NaN, which
+    Arrow cannot turn into strings or timestamps, so each leaves in its declared kind. An
+    SP whose pattern does not parse stops the job, naming its file and line.
     """
     batch = arrival_order(batch)
     is_sp = batch["_is_sp"].to_numpy(dtype=bool)
     tts = batch["_tts"].to_numpy(dtype=float, na_value=np.nan)
     tcsn = batch["_tcsn"].to_numpy(dtype=float, na_value=np.nan)
     pts, sns = batch["_pts"].to_numpy(), batch["_sn"].to_numpy()
-    texts = batch[list(SP_TEXT)].to_numpy(dtype=object)
+    sp_texts = batch[list(SP_TEXT)].to_numpy(dtype=object)
     governing = np.full(len(batch), None, dtype=object)
     start = 0
     for position in [*np.flatnonzero(is_sp).tolist(), len(batch)]:
         if position > start:
             _govern(shield, tts, tcsn, governing, start, position)
         if position < len(batch):
-            code = _encoded(encode, texts[position], batch, position)
+            code = _encoded(encode, sp_texts[position], batch, position)
             shield.on_sp(SpCode(float(pts[position]), int(sns[position]), code))
         start = position + 1
     tuples = batch.loc[~is_sp].drop(columns=list(CONTROL))
@@ -94,10 +97,13 @@ def shielded(shield: Shield, batch: pd.DataFrame, encode: SpEncoder, integer_tex
     # Text columns leave as Python objects with None for NULL: a column NULL throughout the
     # batch (a provider whose tuples all lack an attribute, or all denied: no _gov) would
     # otherwise be float NaN, which PySpark cannot turn into a string column.
+    text_names, timestamp_names = frozenset(texts), frozenset(timestamps)
     for name in tuples.columns:
-        if name in integer_texts or name == GOV or isinstance(tuples[name].dtype, (pd.StringDtype, pd.ArrowDtype)):
+        if name in text_names or name == GOV or isinstance(tuples[name].dtype, (pd.StringDtype, pd.ArrowDtype)):
             values = tuples[name].to_numpy(dtype=object, na_value=None)
             tuples[name] = pd.Series(values, index=tuples.index, dtype=object)
+        elif name in timestamp_names and not pd.api.types.is_datetime64_any_dtype(tuples[name].dtype):
+            tuples[name] = pd.to_datetime(tuples[name], utc=True)
     return tuples
 
 
@@ -139,7 +145,8 @@ class ShieldConfig:
     stream: str
     attributes: tuple[str, ...]
     roles: frozenset[str]
-    texts: frozenset[str] = frozenset()  # integer attributes, carried as decimal text
+    texts: frozenset[str] = frozenset()  # string attributes, and integer ones carried as decimal text
+    timestamps: frozenset[str] = frozenset()
 
     def encoder(self) -> SpEncoder:
         return SpEncoder(self.stream, self.attributes, self.roles)
@@ -152,7 +159,7 @@ def replay_shield(config: ShieldConfig):  # type: ignore[no-untyped-def]
     def run(batch: pd.DataFrame) -> pd.DataFrame:
         if not encoders:
             encoders.append(config.encoder())
-        return shielded(Shield(), batch, encoders[0], config.texts)
+        return shielded(Shield(), batch, encoders[0], config.texts, config.timestamps)
     return run
 
 
@@ -178,7 +185,7 @@ class ContinuousShield(StatefulProcessor):
         if chunks:
             batch = pd.concat(chunks, ignore_index=True)
             batch.columns = self.columns  # PySpark renames columns that start with "_" to _0, _1, ...
-            yield shielded(shield, batch, self.encode, self.config.texts)
+            yield shielded(shield, batch, self.encode, self.config.texts, self.config.timestamps)
         self.state.update((shield.snapshot(lambda s: s.to_record()),))
 
     def close(self) -> None:

@@ -88,7 +88,9 @@ def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, rol
     # NULLs (the SP records lack them) as float64, rounding values above 2^53 and failing
     # on 2^63 - 1, so a hidden provider's extreme value could stop every query.
     integers = frozenset(name for name, dtype in stream.schema if dtype in ("int", "long"))
-    config = ShieldConfig(stream.name, stream.attributes, frozenset(roles), integers)
+    texts = integers | {name for name, dtype in stream.schema if dtype == "string"}
+    timestamps = frozenset(name for name, dtype in stream.schema if dtype == "timestamp")
+    config = ShieldConfig(stream.name, stream.attributes, frozenset(roles), frozenset(texts), timestamps)
     config.encoder()  # fail here, not in a worker, on a schema SP masks cannot hold
     control = frame.select(
         group.alias("_g"), "_file", "_line", "_seq", "_is_sp",
