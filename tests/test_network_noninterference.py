@@ -22,7 +22,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from streamwarden.catalog.loader import load_catalog_text
@@ -109,10 +109,8 @@ def rows_of(spark, root: Path, user: str) -> dict[str, list[str]]:  # type: igno
             for q in QUERIES}
 
 
-@pytest.mark.skip(reason="found a bug outside the network: a stream both punctuated and levelled fails in the "
-                         "Python workers (pyarrow 'Expected Array, got ChunkedArray') on some inputs, e.g. eight "
-                         "equal readings of one patient, in replay and run alike; fix it, then enable this test")
-@settings(max_examples=2, deadline=None, derandomize=True,
+# No shrinking: an example takes minutes of Spark work, so a failure is reported as generated.
+@settings(max_examples=2, deadline=None, derandomize=True, phases=(Phase.explicit, Phase.generate),
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(visible=readings, noise=readings, roles=policies, access=grants, user=st.sampled_from(sorted(USERS)))
 def test_a_random_mixed_network_is_exact_and_hidden_tuples_change_nothing(spark, tmp_path_factory, visible, noise,
