@@ -12,27 +12,29 @@ from streamwarden.engine.rows import ARRIVAL, QUALIFIES, T, RowsSpec, arg, windo
 SPEC = RowsSpec(3, ("n", "low"), ("count", "min"), ("g",))
 
 
-def history(rows: list[tuple[bool, int, str]]) -> pd.DataFrame:
+def history(rows: list[tuple[bool, int, str | None]]) -> pd.DataFrame:
+    """A NULL group (a masked attribute) reaches pandas as NaN, as from Spark's Arrow batches."""
     return pd.DataFrame({T: list(range(len(rows))), ARRIVAL: [f"f:{i:012d}" for i in range(len(rows))],
                          QUALIFIES: [q for q, _, _ in rows], arg(0): 1, arg(1): [x for _, x, _ in rows],
-                         "g": pd.Series([g for _, _, g in rows], dtype=object)})
+                         "g": pd.Series([float("nan") if g is None else g for _, _, g in rows], dtype=object)})
 
 
 def brute_force(rows: list[tuple[bool, int, str]], spec: RowsSpec) -> list[tuple]:
     out = []
     for i in range(len(rows)):
         window = [r for r in rows[max(0, i - spec.n + 1):i + 1] if r[0]]
-        for g in sorted({r[2] for r in window}):
+        for g in sorted({r[2] for r in window}, key=lambda g: (g is None, str(g))):  # NULL is one group
             members = [r[1] for r in window if r[2] == g]
             out.append((i, g, len(members), min(members)))
-    return sorted(out)
+    return sorted(out, key=lambda t: (t[0], t[1] is None, str(t[1])))
 
 
 def emitted(frame: pd.DataFrame) -> list[tuple]:
-    return sorted((int(r["ts"]), r["g"], int(r["n"]), int(r["low"])) for _, r in frame.iterrows())
+    return sorted(((int(r["ts"]), None if pd.isna(r["g"]) else r["g"], int(r["n"]), int(r["low"]))
+                   for _, r in frame.iterrows()), key=lambda t: (t[0], t[1] is None, str(t[1])))
 
 
-rows_strategy = st.lists(st.tuples(st.booleans(), st.integers(0, 9), st.sampled_from(["a", "b"])), max_size=25)
+rows_strategy = st.lists(st.tuples(st.booleans(), st.integers(0, 9), st.sampled_from(["a", "b", None])), max_size=25)
 
 
 @settings(max_examples=200)

@@ -70,10 +70,16 @@ def prepared(frame: DataFrame, time: Column, arrival: Column, qualifies: Column,
 
 
 def arrival_key(arrival: Column | None) -> Column:
-    """A sortable text of a tuple's place in the input: file, then zero-padded line."""
+    """A sortable text of a tuple's place in the input (``_arrival`` = (seq, file, line), see
+    :func:`streamwarden.engine.sources.arrival_place`): it sorts as the struct does, by
+    ``seq`` (none first; offset by 2^63 and zero-padded, so negative ones sort too), then
+    file, then zero-padded line."""
     if arrival is None:
         return F.lit("")
-    return F.concat(arrival["file"], F.lit(":"), F.lpad(arrival["line"].cast("string"), 12, "0"))
+    offset = F.lit(str(2**63)).cast("decimal(20,0)")
+    seq = F.lpad((arrival["seq"].cast("decimal(20,0)") + offset).cast("string"), 20, "0")
+    return F.concat(F.coalesce(F.concat(F.lit("1"), seq), F.lit("0")), F.lit("|"),
+                    arrival["file"], F.lit(":"), F.lpad(arrival["line"].cast("string"), 12, "0"))
 
 
 def _agg(func: str, column: Column) -> Column:
@@ -135,8 +141,10 @@ def window_rows(history: pd.DataFrame, spec: RowsSpec, first_new: int) -> pd.Dat
     q = history[QUALIFIES].to_numpy(dtype=bool)
     arrivals = np.arange(first_new, len(history))
     out: list[pd.DataFrame] = []
+    # NULL (None, NaN: a masked attribute) is one group; NaN != NaN would make every NULL row its own key
     keys = [()] if not spec.groups else sorted(
-        {tuple(row) for row in history.loc[q, list(spec.groups)].itertuples(index=False, name=None)},
+        {tuple(None if pd.isna(v) else v for v in row)
+         for row in history.loc[q, list(spec.groups)].itertuples(index=False, name=None)},
         key=lambda k: tuple((v is None, str(v)) for v in k))
     for key in keys:
         member = q.copy()
