@@ -44,7 +44,7 @@ POLICIES = "_policies"
 BUCKET = "__time_bucket"
 #: A row's event time, when asked for (Inputs.event_time): what access changes are timed against.
 EVENT = "_event"
-#: Arrival order of a relation's tuples (file, line), for [ROWS n] windows: ``R___arrival``.
+#: Arrival order of a relation's tuples (seq, file, line), for [ROWS n] windows: ``R___arrival``.
 ARRIVAL = "_arrival"
 #: A tuple's place among the stream's visible tuples (replay of joins over [ROWS n]): ``R___rank``.
 RANK = "_rank"

@@ -151,8 +151,11 @@ def read_relations(
     for name in sorted(needed):
         stream = catalog.streams[name]
         if stream.punctuated:
-            raw[name] = (shielded_input(spark, stream, inputs[name], shields[name].roles, streaming=streaming)
-                         if name in shields else unshielded_input(spark, stream, inputs[name], streaming=streaming))
+            ordered = name in counted  # a [ROWS n] window orders ties in ts by arrival, through the shield too
+            raw[name] = (shielded_input(spark, stream, inputs[name], shields[name].roles, streaming=streaming,
+                                        ordered=ordered)
+                         if name in shields else unshielded_input(spark, stream, inputs[name], streaming=streaming,
+                                                                  ordered=ordered))
         elif name in counted:
             raw[name] = ordered_input(spark, stream, inputs[name], streaming=streaming)
         else:

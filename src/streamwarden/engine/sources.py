@@ -26,6 +26,7 @@ from streamwarden.engine.columns import SPARK_TYPES, physical_name
 from streamwarden.errors import InputError
 
 CORRUPT = "_corrupt_record"
+ARRIVAL = "_arrival"
 JSON_SUFFIXES = (".jsonl", ".json")
 
 
@@ -140,8 +141,18 @@ def _parquet(spark: SparkSession, stream: StreamDef, path: str, streaming: bool,
     return checked.select(*[F.col(n) for n, _ in stream.schema])
 
 
+def arrival_place(seq: Column, file: Column, line: Column) -> Column:
+    """A tuple's place in arrival order, ``_arrival`` = (seq, file, line), for ``[ROWS n]``
+    windows (see :func:`streamwarden.engine.rows.arrival_key`). As the Security Shield's
+    :func:`~streamwarden.punctuation.kernel.arrival_order`: a punctuated record's ``seq``
+    first, then the file and the line (a record without ``seq`` before one with it; a
+    plain stream's records have none)."""
+    return F.struct(seq.cast("long").alias("seq"), file.alias("file"), line.cast("long").alias("line")).alias(ARRIVAL)
+
+
 def ordered_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool) -> DataFrame:
-    """JSON-lines records with their place in arrival order, ``_arrival`` = (file, line).
+    """JSON-lines records with their place in arrival order, ``_arrival`` = (seq, file, line)
+    (see :func:`arrival_place`; seq is NULL here).
 
     Count-based windows need it: ``[ROWS n]`` orders tuples by ``ts``, ties by input
     order, which Spark's file sources do not keep (see :mod:`streamwarden.punctuation.files`).
@@ -164,7 +175,7 @@ def ordered_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, s
     message = F.concat(F.lit(f"broken record in stream {stream.name} ("), problem, F.lit(") at "), where)
     checked = frame.filter(F.when(problem.isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
     return checked.select(*[r[n].alias(n) for n, _ in stream.schema],
-                          F.struct(F.col("_file").alias("file"), F.col("_line").alias("line")).alias("_arrival"))
+                          arrival_place(F.lit(None), F.col("_file"), F.col("_line")))
 
 
 def as_relation(frame: DataFrame, stream: StreamDef, relation: str) -> DataFrame:

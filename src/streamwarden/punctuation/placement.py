@@ -11,7 +11,10 @@ above the stream, below any secure view). Then, bottom-up:
   selection of estimated selectivity ``s`` when ``s·(shield + selection) <
   shield``. Only null-rejecting predicates are lifted: the shield re-applies them to
   the masked tuple, which gives the same rows exactly when a predicate that holds on
-  the masked tuple also holds on the raw one (``IS NULL`` does not).
+  the masked tuple also holds on the raw one (``IS NULL`` does not). Nor are selections
+  over a stream read by a ``[ROWS n]`` window: there the WHERE only picks which of the
+  window's tuples qualify, it does not decide which enter it (the last n the shield lets
+  through), so it must stay above the shield, where the window operator finds it.
 * **SCJoin** (section 5.4): an equi-join of two shielded streams runs
   filter-and-probe (each shield below the join), probe-and-filter (both shields
   above it, the join predicate re-checked on the masked pair) or adaptively. The
@@ -31,7 +34,7 @@ from dataclasses import replace
 
 from streamwarden.catalog.model import Catalog
 from streamwarden.plan import expr as E
-from streamwarden.plan.nodes import Filter, Join, Node, Shield, Source, transform
+from streamwarden.plan.nodes import Filter, Join, Node, Shield, Source, sources, transform
 
 SHIELD_COST_MS = (1.31, 0.02)  # per 1,000 tuples: base + per role in the shield's state (Fig. 13b)
 SELECT_COST_MS = 1.0
@@ -98,7 +101,7 @@ def shield_pass(
 def _over_selection(select: Filter, shield: Shield, placement: str) -> Node | None:
     s = estimated_selectivity(select.predicate)
     ss = shield_cost(len(shield.roles))
-    if not null_rejecting(select.predicate) or placement == "down":
+    if not null_rejecting(select.predicate) or placement == "down" or _counted(shield):
         return None
     if placement == "up":
         reason = f"above σ {E.render(select.predicate)}: placement forced up"
@@ -109,6 +112,11 @@ def _over_selection(select: Filter, shield: Shield, placement: str) -> Node | No
                   f"role(s) costs {SELECT_COST_MS + s * (ss + SELECT_COST_MS):.2f} < {ss + SELECT_COST_MS:.2f} ms "
                   f"per 1,000 tuples")
     return replace(shield, child=Filter(shield.child, select.predicate, id=select.id), placement="up", reason=reason)
+
+
+def _counted(shield: Shield) -> bool:
+    """The shielded stream is read by a ``[ROWS n]`` window."""
+    return any(s.window is not None and s.window.kind == "rows" for s in sources(shield))
 
 
 def _scjoin(join: Join, left: Shield, right: Shield, strategy: str) -> Node | None:

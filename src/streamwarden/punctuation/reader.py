@@ -11,7 +11,10 @@ error naming the file, the line and the record; then one shield per provider
 roles (:mod:`streamwarden.punctuation.encode`; a malformed pattern stops the job there,
 naming file and line) and decides which policy governs each tuple
 (:mod:`streamwarden.punctuation.kernel`). The result has the stream's attributes,
-unmasked, and ``_gov``; the plan's Shield operator turns ``_gov`` into masks.
+unmasked, and ``_gov``; the plan's Shield operator turns ``_gov`` into masks. For a
+``[ROWS n]`` window it also has ``_arrival``, each tuple's place in arrival order, which
+the window orders ties in ``ts`` by (as the plain reader's
+:func:`streamwarden.engine.sources.ordered_input`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 
 from streamwarden.catalog.model import StreamDef
 from streamwarden.engine.columns import SPARK_TYPES
-from streamwarden.engine.sources import CORRUPT, catalog_schema, time_out_of_range
+from streamwarden.engine.sources import CORRUPT, arrival_place, catalog_schema, time_out_of_range
 from streamwarden.punctuation.decide import sp_problem
 from streamwarden.punctuation.files import punctuated_lines
 from streamwarden.punctuation.kernel import GOV, SP_TEXT, ContinuousShield, ShieldConfig, replay_shield
@@ -38,6 +41,8 @@ _SP_FIELDS = StructType([
 ])
 TIMESTAMPS = "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS][XXX]"
 SP_COLUMNS = ("streams", "tuples", "attributes", "roles", "sign", "immutable", "grant", "sn")
+#: A tuple's seq (as text), file and line on its way through the shield, rebuilt into ``_arrival`` after it.
+PLACE = ("_arrival_seq", "_arrival_file", "_arrival_line")
 
 
 def read_punctuated(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool = False) -> DataFrame:
@@ -77,8 +82,9 @@ def failing_on_broken(frame: DataFrame, stream: StreamDef) -> DataFrame:
 
 
 def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, roles: Iterable[str], *,
-                   streaming: bool) -> DataFrame:
-    """The stream's tuples (attributes unmasked) with ``_gov``, the SPs governing each (or NULL)."""
+                   streaming: bool, ordered: bool = False) -> DataFrame:
+    """The stream's tuples (attributes unmasked) with ``_gov``, the SPs governing each (or NULL),
+    and with ``ordered`` their ``_arrival`` (for ``[ROWS n]`` windows)."""
     frame = read_punctuated(spark, stream, path, streaming=streaming)
     frame = frame.withColumn("_broken", F.coalesce("_broken", F.when(F.col("_is_sp"), sp_problem())))
     frame = failing_on_broken(frame, stream)
@@ -89,6 +95,11 @@ def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, rol
     # on 2^63 - 1, so a hidden provider's extreme value could stop every query.
     integers = frozenset(name for name, dtype in stream.schema if dtype in ("int", "long"))
     texts = integers | {name for name, dtype in stream.schema if dtype == "string"}
+    # The tuples' places pass the shield as payload (it drops _file/_line/_seq); seq as text, as the integers.
+    places = [F.col("_seq").cast("string").alias(PLACE[0]), F.col("_file").alias(PLACE[1]),
+              F.col("_line").alias(PLACE[2])] if ordered else []
+    if ordered:
+        texts |= {PLACE[0], PLACE[1]}
     timestamps = frozenset(name for name, dtype in stream.schema if dtype == "timestamp")
     config = ShieldConfig(stream.name, stream.attributes, frozenset(roles), frozenset(texts), timestamps)
     config.encoder()  # fail here, not in a worker, on a schema SP masks cannot hold
@@ -98,9 +109,12 @@ def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, rol
         *[F.col(f"_sp.{name[1:]}").alias(name) for name in SP_TEXT],
         F.unix_micros("sp_ts").alias("_tts"), F.col("sp_csn").alias("_tcsn"),
         *[F.col(name).cast("string").alias(name) if name in integers else F.col(name) for name, _ in stream.schema],
+        *places,
     )
     schema = ", ".join(f"`{name}` {'string' if name in integers else SPARK_TYPES[dtype]}"
-                       for name, dtype in stream.schema) + f", {GOV} string"
+                       for name, dtype in stream.schema)
+    schema += "".join(f", {name} {dtype}" for name, dtype in zip(PLACE, ("string", "string", "bigint")) if ordered)
+    schema += f", {GOV} string"
     grouped = control.groupBy("_g")
     if streaming:  # needs the RocksDB state store (see streamwarden.engine.execute.start_stream)
         shielded = grouped.transformWithStateInPandas(ContinuousShield(tuple(control.columns), config), schema,
@@ -108,13 +122,17 @@ def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, rol
     else:
         shielded = grouped.applyInPandas(replay_shield(config), schema)
     return shielded.select(*[F.col(name).cast(SPARK_TYPES[dtype]).alias(name) if name in integers else F.col(name)
-                             for name, dtype in stream.schema], GOV)
+                             for name, dtype in stream.schema], GOV,
+                           *([arrival_place(*[F.col(c) for c in PLACE])] if ordered else []))
 
 
-def unshielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool) -> DataFrame:
-    """The stream's tuples with the SP records dropped and no shield (the unsecured baseline)."""
+def unshielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool,
+                     ordered: bool = False) -> DataFrame:
+    """The stream's tuples with the SP records dropped and no shield (the unsecured baseline),
+    with ``ordered`` their ``_arrival``."""
     frame = failing_on_broken(read_punctuated(spark, stream, path, streaming=streaming), stream)
-    return frame.filter(~F.col("_is_sp")).select(*[F.col(name) for name, _ in stream.schema])
+    places = [arrival_place(F.col("_seq"), F.col("_file"), F.col("_line"))] if ordered else []
+    return frame.filter(~F.col("_is_sp")).select(*[F.col(name) for name, _ in stream.schema], *places)
 
 
 __all__ = ["failing_on_broken", "read_punctuated", "shielded_input", "unshielded_input"]
