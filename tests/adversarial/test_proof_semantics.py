@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 import spark_semantics as S
 from streamwarden.plan import expr as E
-from streamwarden.rewrite.implication import implies
+from streamwarden.security.rewrite.implication import implies
 
 I, L, D, T = (E.Column("S", "i", "int"), E.Column("S", "l", "long"), E.Column("S", "d", "double"),
               E.Column("S", "s", "string"))

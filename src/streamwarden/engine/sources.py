@@ -144,9 +144,9 @@ def ordered_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, s
     """JSON-lines records with their place in arrival order, ``_arrival`` = (file, line).
 
     Count-based windows need it: ``[ROWS n]`` orders tuples by ``ts``, ties by input
-    order, which Spark's file sources do not keep (see :mod:`streamwarden.punctuation.files`).
+    order, which Spark's file sources do not keep (see :mod:`streamwarden.engine.shield.files`).
     """
-    from streamwarden.punctuation.files import punctuated_lines  # the same ordered line reader
+    from streamwarden.engine.shield.files import punctuated_lines  # the same ordered line reader
 
     path = Path(path)
     if path.suffix == ".parquet" or (path.is_dir() and any(p.suffix == ".parquet" for p in path.iterdir())):
