@@ -29,7 +29,7 @@ from pyspark.sql.streaming import StreamingQuery
 from streamwarden import api
 from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.store import sqlite_url
-from streamwarden.network.registry import RegisteredQuery
+from streamwarden.catalog.registry import RegisteredQuery
 from streamwarden.runtime.network import NetworkRuntime
 
 from bench.network_workload import grant_all

@@ -34,7 +34,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from streamwarden.network.authorization import AuthorizationServer
+from streamwarden.catalog.authorization import AuthorizationServer
 
 from bench.cost_meter import CostMeter, spawned_processes
 from bench.deployments import Deployment, start_network, start_plain, start_separate

@@ -52,10 +52,10 @@ from streamwarden.catalog.store import sqlite_url
 from streamwarden.datagen.cloud import message_log, write_message_log
 from streamwarden.engine.execute import build_job, output_frame, unsecured_frame
 from streamwarden.language.parser import parse_query
-from streamwarden.levels.lattice import BOTTOM, Lattice, Level
-from streamwarden.levels.processors import LevelQuery
-from streamwarden.passes import SecurityOptions, secure
-from streamwarden.rewrite.algorithm import AuthorizedGraph, Rewriting
+from streamwarden.catalog.lattice import BOTTOM, Lattice, Level
+from streamwarden.engine.levels.processors import LevelQuery
+from streamwarden.security.passes import SecurityOptions, secure
+from streamwarden.security.rewrite.algorithm import AuthorizedGraph, Rewriting
 
 from bench.punctuation import Meter, Pipeline, Repetitions, measure, per_1000
 from bench.spark_probe import jobs_since, last_job_id, process_tree_cpu_s

@@ -1,6 +1,6 @@
 """Experiment 5: shared operator networks with privacy switches, simulated (Zaki et al. §6).
 
-Pure Python (no Spark): :func:`streamwarden.network.simulator.simulate` generates random
+Pure Python (no Spark): :func:`streamwarden.papers.network.simulator.simulate` generates random
 shared-operator networks, places the switches with Algorithm 2 and prices each network
 for 1,000 input tuples with the paper's cost model (upper bound).
 
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from streamwarden.network.simulator import CostModel, SimConfig, SimulationResult, simulate
+from streamwarden.papers.network.simulator import CostModel, SimConfig, SimulationResult, simulate
 
 #: The paper's numbers, from its text (§6.2, §6.3); the figures are not available as numbers.
 PAPER_SHARING_SAVINGS_PCT = 92.0

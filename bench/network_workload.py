@@ -37,8 +37,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.model import Catalog
-from streamwarden.network.authorization import AuthorizationServer
-from streamwarden.network.registry import RegisteredQuery, load_queries_text
+from streamwarden.catalog.authorization import AuthorizationServer
+from streamwarden.catalog.registry import RegisteredQuery, load_queries_text
 
 START = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 WINDOW = "[RANGE 5 min SLIDE 1 min]"

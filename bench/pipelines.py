@@ -32,8 +32,8 @@ from streamwarden.engine.compiler import POLICIES, Inputs, compile_graph
 from streamwarden.engine.execute import build_job, output_frame, read_relations
 from streamwarden.plan import expr as E
 from streamwarden.plan.nodes import Filter, Join, Node, sources, transform
-from streamwarden.rewrite.algorithm import AuthorizedGraph, Rewriting
-from streamwarden.rewrite.instantiate import NotApplicable, instantiate
+from streamwarden.security.rewrite.algorithm import AuthorizedGraph, Rewriting
+from streamwarden.security.rewrite.instantiate import NotApplicable, instantiate
 
 from bench.spark_probe import sql_conf
 

@@ -141,7 +141,7 @@ def _rewriting_section(rw: dict[str, Any]) -> str:
     out = ["## 1. Rewriting time (paper §6.1, Table III, Fig. 8)", ""]
     out.append(
         "Queries are built programmatically as plans (`bench/rewrite_workload.py`) and rewritten with "
-        "`streamwarden.rewrite.algorithm.rewrite(catalog, user, plan)`. Operators are counted by walking "
+        "`streamwarden.security.rewrite.algorithm.rewrite(catalog, user, plan)`. Operators are counted by walking "
         "the built plan; inputs (IN) are not operators, as in Table III. A tree of binary joins over *n* "
         "inputs needs *n* − 1 joins, so Q3–Q5 have more joins than the paper lists; π/σ were adjusted to "
         "keep the paper's total. Σ sits on single input streams (AVG per id over a 1-minute window) and "

@@ -185,7 +185,7 @@ def network_sim_section(ns: dict[str, Any], run: dict[str, Any] | None = None) -
            _run_line(run)
            + "Paper: Zaki, Adaikkalavan, Ray, Gamble, *Access Control in Shared-Operator Networks for DSMSs*, "
            "DBSec 2021 (its text gives the numbers quoted here; the figures are not available as numbers). "
-           "Simulated with `streamwarden.network.simulator` (pure Python, no Spark): random shared-operator "
+           "Simulated with `streamwarden.papers.network.simulator` (pure Python, no Spark): random shared-operator "
            f"networks with {cfg['streams']} input streams and {cfg['users']} users (each assigned to one query "
            "output at random, every query with at least one), generated with the join-push-down rule (SELECTs, "
            "then JOINs, then a final PROJECT along every path); Algorithm 2 places the switches. Cost model "
@@ -197,7 +197,7 @@ def network_sim_section(ns: dict[str, Any], run: dict[str, Any] | None = None) -
            "user runs their own copy of their query's operators. Savings under access loss are against "
            f"*shared, no PrSs*. {cfg['networks']:,} networks per point (seeded from {cfg['seed']}); "
            f"degrees of sharing are targets, the realized share of common-prefix operators is shown too. "
-           "Generator and cost model in detail: the module docstring of `streamwarden/network/simulator.py`. "
+           "Generator and cost model in detail: the module docstring of `streamwarden/papers/network/simulator.py`. "
            f"1-minute load average {load['before'][0]:.1f} before and {load['after'][0]:.1f} after.", "",
            "### Paper claims and targets (this experiment)", "",
            _table(["source", "claim / target", "this run", "verdict"],

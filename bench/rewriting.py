@@ -1,4 +1,4 @@
-"""Experiment 1: how long Algorithm 1 (``streamwarden.rewrite.algorithm.rewrite``) takes.
+"""Experiment 1: how long Algorithm 1 (``streamwarden.security.rewrite.algorithm.rewrite``) takes.
 
 Paper: Fig. 8a (rewriting time vs query complexity, Q1-Q5 of Table III: < 0.2 s) and
 Fig. 8b (vs 10-50 policies on Q3: < 0.12 s). Issue targets: Q5 with 50 policies under
@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass
 
 from streamwarden.catalog.model import Catalog
 from streamwarden.plan.nodes import Node
-from streamwarden.rewrite import deploy
-from streamwarden.rewrite.algorithm import Rewriting, rewrite
-from streamwarden.rewrite.implication import implies
+from streamwarden.security.rewrite import deploy
+from streamwarden.security.rewrite.algorithm import Rewriting, rewrite
+from streamwarden.security.rewrite.implication import implies
 
 from bench.rewrite_workload import Q200, TABLE_III, USER, QueryShape, build_catalog, build_query, count_operators
 from bench.stats import median, percentile

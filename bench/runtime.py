@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from streamwarden.catalog.loader import load_catalog_text
-from streamwarden.passes import secure
+from streamwarden.security.passes import secure
 
 from bench import pipelines as P
 from bench.runtime_workload import (

@@ -27,10 +27,10 @@ from streamwarden.datagen.punctuated import (
     write_jsonl,
 )
 from streamwarden.language.expressions import parse_timestamp
-from streamwarden.punctuation.files import punctuated_files
-from streamwarden.punctuation.model import SpPolicy, sp_from_record
-from streamwarden.punctuation.patterns import parse_pattern
-from streamwarden.punctuation.shield import Shield, visible_attributes
+from streamwarden.engine.shield.files import punctuated_files
+from streamwarden.catalog.punctuations import SpPolicy, sp_from_record
+from streamwarden.language.patterns import parse_pattern
+from streamwarden.security.punctuation.shield import Shield, visible_attributes
 
 HEALTH_CATALOG = ROOT / "examples" / "health.yaml"
 SMALL = dict(patients=5, minutes=10, interval_s=10.0, changes=2, seed=11)

@@ -88,7 +88,7 @@ def test_readme_commands_without_spark_run_as_written(demo_folder, tmp_path, mon
 
 def test_samples_load(demo_folder):
     from streamwarden.catalog.loader import load_catalog
-    from streamwarden.network.registry import load_access, load_queries
+    from streamwarden.catalog.registry import load_access, load_queries
 
     for name in ("drill.yaml", "cloud.yaml", "c.yaml"):
         load_catalog(demo_folder / name)

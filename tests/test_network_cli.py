@@ -6,7 +6,7 @@ from pathlib import Path
 
 from streamwarden.catalog.store import sqlite_url
 from streamwarden.cli.main import main
-from streamwarden.network.authorization import AuthorizationServer
+from streamwarden.catalog.authorization import AuthorizationServer
 
 CATALOG = """
 lattice: {classes: {COI1: ["1", "2"]}}

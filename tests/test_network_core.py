@@ -24,12 +24,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamwarden.errors import StreamwardenError
-from streamwarden.network import dag as dag_module
-from streamwarden.network.dag import GraphvizNotFound, Kind, Network, NetworkBuilder, NetworkError, Vertex, render
-from streamwarden.network.runner import Arrival, HashSemantics, NetworkRunner, Row, Semantics, in_order
-from streamwarden.network.simulator import (CostModel, Generated, SimConfig, loss_patterns, network_costs,
+from streamwarden.papers.network import dag as dag_module
+from streamwarden.papers.network.dag import GraphvizNotFound, Kind, Network, NetworkBuilder, NetworkError, Vertex, render
+from streamwarden.papers.network.runner import Arrival, HashSemantics, NetworkRunner, Row, Semantics, in_order
+from streamwarden.papers.network.simulator import (CostModel, Generated, SimConfig, loss_patterns, network_costs,
                                             random_network, simulate)
-from streamwarden.network.switches import (SP, CounterState, InitialSwitch, InNetworkSwitch, SpAction,
+from streamwarden.papers.network.switches import (SP, CounterState, InitialSwitch, InNetworkSwitch, SpAction,
                                            SwitchError, SwitchKind, TerminalState, TerminalSwitch, changes_only,
                                            place_switches, state_from_dict)
 

@@ -15,9 +15,9 @@ from conftest import ts, write_jsonl
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import CatalogStore, sqlite_url
 from streamwarden.datagen.cloud import message_log
-from streamwarden.network.authorization import AuthorizationServer
-from streamwarden.network.registry import load_queries_text
-from streamwarden.network.replay import replay_network
+from streamwarden.catalog.authorization import AuthorizationServer
+from streamwarden.catalog.registry import load_queries_text
+from streamwarden.runtime.network_replay import replay_network
 from streamwarden.runtime.network import NetworkRuntime, read_status, read_user_rows
 
 pytestmark = pytest.mark.spark

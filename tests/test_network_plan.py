@@ -6,9 +6,9 @@ from pathlib import Path
 
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.cli.main import main
-from streamwarden.network.optimizer import shared_network
-from streamwarden.network.registry import RegisteredQuery, load_queries_text
-from streamwarden.network.switches import place_switches
+from streamwarden.papers.network.optimizer import shared_network
+from streamwarden.catalog.registry import RegisteredQuery, load_queries_text
+from streamwarden.papers.network.switches import place_switches
 
 CATALOG = load_catalog_text("""
 streams:

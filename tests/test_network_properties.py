@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import sqlite_url
-from streamwarden.network.authorization import AuthorizationServer
-from streamwarden.network.registry import RegisteredQuery
-from streamwarden.network.replay import replay_network
+from streamwarden.catalog.authorization import AuthorizationServer
+from streamwarden.catalog.registry import RegisteredQuery
+from streamwarden.runtime.network_replay import replay_network
 from streamwarden.runtime.network import NetworkRuntime, read_user_rows
 
 pytestmark = pytest.mark.spark

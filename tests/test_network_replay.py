@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.cli.main import main
 from streamwarden.errors import CatalogError, InputError
-from streamwarden.network.registry import AccessChange, grant_intervals, load_access, load_queries_text
-from streamwarden.network.replay import replay_network
+from streamwarden.catalog.registry import AccessChange, grant_intervals, load_access, load_queries_text
+from streamwarden.runtime.network_replay import replay_network
 
 CATALOG = """
 streams:

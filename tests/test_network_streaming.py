@@ -12,9 +12,9 @@ import pytest
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import sqlite_url
 from streamwarden.errors import StreamwardenError
-from streamwarden.network.authorization import AuthorizationServer
-from streamwarden.network.registry import RegisteredQuery, load_queries_text
-from streamwarden.network.replay import replay_network
+from streamwarden.catalog.authorization import AuthorizationServer
+from streamwarden.catalog.registry import load_queries_text
+from streamwarden.runtime.network_replay import replay_network
 from streamwarden.runtime.network import NetworkRuntime, read_status, read_user_rows
 
 pytestmark = pytest.mark.spark
@@ -229,7 +229,7 @@ queries:
 
 
 def test_every_access_change_is_published_as_an_sp_in_the_order_issued(spark, tmp_path) -> None:
-    from streamwarden.network.authorization import SP_SCHEMA
+    from streamwarden.catalog.authorization import SP_SCHEMA
 
     store = sqlite_url(tmp_path / "auth.db")
     server = AuthorizationServer(store)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streamwarden.punctuation.columns import pattern_column
-from streamwarden.punctuation.patterns import parse_pattern
+from streamwarden.engine.shield.columns import pattern_column
+from streamwarden.language.patterns import parse_pattern
 
 pytestmark = pytest.mark.spark
 

@@ -10,7 +10,7 @@ from conftest import ts
 from streamwarden.catalog.model import StreamDef
 from streamwarden.errors import InputError
 from streamwarden.engine.execute import input_errors
-from streamwarden.punctuation.reader import read_punctuated, shielded_input
+from streamwarden.engine.shield.reader import read_punctuated, shielded_input
 
 pytestmark = pytest.mark.spark
 

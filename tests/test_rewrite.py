@@ -8,8 +8,8 @@ from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.errors import AuthorizationError
 from streamwarden.plan import expr as E
 from streamwarden.plan.nodes import Aggregate, Join, SecureView, walk
-from streamwarden.rewrite.algorithm import rewrite
-from streamwarden.rewrite.implication import implies
+from streamwarden.security.rewrite.algorithm import rewrite
+from streamwarden.security.rewrite.implication import implies
 
 FIG3 = ("SELECT AVG(Heart) FROM Position [RANGE 1 hour], Health [RANGE 1 hour] "
         "WHERE Position.SID = Health.SID AND Pos >= 100")

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamwarden.errors import UnsupportedError
-from streamwarden.punctuation.encode import MalformedSp, SpEncoder, SpText
-from streamwarden.punctuation.model import sp
+from streamwarden.security.punctuation.encode import MalformedSp, SpEncoder, SpText
+from streamwarden.catalog.punctuations import sp
 
 ATTRIBUTES = ("ts", "Patient_id", "Beats_per_min", "Ward")
 NAMES = st.sampled_from(["GP", "C", "D", "ND", "1", "1.0", "2", "HeartRate", "Ward", "Beats_per_min", "Patient_id"])
@@ -53,7 +53,7 @@ def test_each_distinct_sp_text_is_encoded_once() -> None:
 
 
 def test_a_role_list_shared_by_tuple_level_policies_is_parsed_once(monkeypatch) -> None:
-    import streamwarden.punctuation.encode as encode_module
+    import streamwarden.security.punctuation.encode as encode_module
 
     parsed: list[str] = []
     original = encode_module.parse_pattern
@@ -85,7 +85,7 @@ def test_a_schema_wider_than_a_mask_is_refused() -> None:
                       max_size=6),
        spaces=st.sampled_from(["", " ", "  "]), user=st.frozensets(NAMES, max_size=3))
 def test_the_fast_role_list_reading_agrees_with_the_parser(names, spaces, user) -> None:
-    from streamwarden.punctuation.encode import _plain_set
+    from streamwarden.security.punctuation.encode import _plain_set
 
     text = "{" + spaces + f"{spaces},{spaces}".join(names) + spaces + "}"
     fast = _plain_set(text)

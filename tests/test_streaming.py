@@ -10,7 +10,7 @@ from conftest import ts, write_jsonl
 from streamwarden import api
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import CatalogStore, sqlite_url
-from streamwarden.engine.execute import read_sink
+from streamwarden.engine.sinks import read_sink
 from test_replay import HEALTH, POSITION
 
 pytestmark = pytest.mark.spark

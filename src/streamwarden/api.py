@@ -17,25 +17,27 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
-
-from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from streamwarden.catalog.loader import load_catalog
 from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.store import CatalogStore
-from streamwarden.engine.execute import build_job, check_inputs, replay_rows, start_stream, write_replay
+from streamwarden.engine.execute import build_job, check_inputs, replay_rows
+from streamwarden.engine.sinks import start_stream, write_replay
 from streamwarden.engine.session import get_spark
-from streamwarden.levels.guard import check_write
-from streamwarden.levels.processors import LevelProcessor, LevelQuery, start_processors
+from streamwarden.security.levels.guard import check_write
+from streamwarden.engine.levels.processors import LevelProcessor, LevelQuery, start_processors
 from streamwarden.names import check_name, check_names
-from streamwarden.passes import SecurityOptions, secure
+from streamwarden.security.passes import SecurityOptions, secure
 from streamwarden.plan.nodes import sources
-from streamwarden.network.authorization import AuthorizationServer
-from streamwarden.network.registry import RegisteredQuery
-from streamwarden.rewrite.algorithm import Rewriting
+from streamwarden.catalog.authorization import AuthorizationServer
+from streamwarden.catalog.registry import RegisteredQuery
+from streamwarden.security.rewrite.algorithm import Rewriting
 from streamwarden.runtime.network import NetworkRuntime, default_checkpoint_root
+
+if TYPE_CHECKING:  # pyspark lives in the engine and the runtime; the API only passes sessions on
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 __all__ = [
     "Catalog", "CatalogStore", "LevelProcessor", "LevelQuery", "NetworkRuntime", "RegisteredQuery", "ReplayReport",
@@ -170,7 +172,7 @@ def run_levels(
     query or a checkpoint; queries of one level share their processor. Every query is
     authorized before anything starts (a query above its user's clearance stops them
     all). Rows of query ``q`` land in ``output_dir/q/``
-    (:func:`streamwarden.levels.processors.read_query_output` reads them).
+    (:func:`streamwarden.engine.levels.processors.read_query_output` reads them).
     """
     check_names("query id", [q.id for q in queries])  # they name folders under output_dir
     for q in queries:

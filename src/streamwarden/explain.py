@@ -5,7 +5,7 @@ those of the user's (effective) roles that the rewriting considered, the shields
 decided for the user's roles, and with security levels nothing is said about data above
 the query's level (no counts, no sources). ``explain --network`` is the network
 operator's view (every query, user and output of the network) and is kept apart:
-:func:`network_json` / :func:`~streamwarden.network.optimizer.network_text`.
+:func:`network_json` / :func:`~streamwarden.papers.network.optimizer.network_text`.
 
 The Spark SQL under each deployed graph is Spark's own plan of the job replay runs
 (:mod:`streamwarden.engine.sql`), so it needs the catalog and a SparkSession (started if
@@ -13,7 +13,7 @@ none is active); ``sql=False`` leaves it out and needs neither. The inputs' plan
 never shown (only their columns), so the SQL says nothing the graph above it does not.
 
     >>> from streamwarden.catalog.loader import load_catalog
-    >>> from streamwarden.rewrite.algorithm import rewrite
+    >>> from streamwarden.security.rewrite.algorithm import rewrite
     >>> catalog = load_catalog("examples/drill.yaml")
     >>> r = rewrite(catalog, "paul", "SELECT SID, Platoon FROM Position")
     >>> print(explain_text(r, catalog, sql=False).splitlines()[0])
@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING
 
 from streamwarden.catalog.model import Catalog
 from streamwarden.plan.nodes import Shield, render_tree, walk
-from streamwarden.rewrite.algorithm import Rewriting
+from streamwarden.security.rewrite.algorithm import Rewriting
 
 if TYPE_CHECKING:
-    from streamwarden.network.optimizer import SharedPlan
-    from streamwarden.network.switches import PlacedNetwork
+    from streamwarden.papers.network.optimizer import SharedPlan
+    from streamwarden.papers.network.switches import PlacedNetwork
 
 
 def explain_text(rewriting: Rewriting, catalog: Catalog | None = None, *, sql: bool = True) -> str:
@@ -99,7 +99,7 @@ def shields_of(rewriting: Rewriting) -> list[Shield]:
 
 def network_json(placed: "PlacedNetwork", shared: "SharedPlan") -> dict:
     """The shared network as ``explain --network --format json`` prints it: the same facts
-    as :func:`~streamwarden.network.optimizer.network_text`, as data."""
+    as :func:`~streamwarden.papers.network.optimizer.network_text`, as data."""
     network = placed.network
     return {
         "queries": list(network.queries),

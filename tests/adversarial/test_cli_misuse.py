@@ -261,7 +261,7 @@ def test_drawing_a_network_works_without_the_bench_extras(files, capsys) -> None
 
 
 def test_a_missing_drawer_is_one_line(files, capsys, monkeypatch) -> None:
-    import streamwarden.network.draw as draw
+    import streamwarden.papers.network.draw as draw
 
     def no_matplotlib(*args: object, **kwargs: object) -> None:
         raise ModuleNotFoundError("No module named 'matplotlib'")

@@ -39,15 +39,16 @@ from streamwarden import api
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.store import sqlite_url
-from streamwarden.engine.execute import build_job, read_sink, replay_rows, start_stream
+from streamwarden.engine.execute import build_job, replay_rows
+from streamwarden.engine.sinks import read_sink, start_stream
 from streamwarden.errors import InputError
-from streamwarden.network.authorization import AuthorizationServer
-from streamwarden.network.registry import AccessChange, load_queries_text
-from streamwarden.network.replay import replay_network
+from streamwarden.catalog.authorization import AuthorizationServer
+from streamwarden.catalog.registry import AccessChange, load_queries_text
+from streamwarden.runtime.network_replay import replay_network
 from streamwarden.runtime.network import NetworkRuntime, read_user_rows
-from streamwarden.passes import SecurityOptions, secure
+from streamwarden.security.passes import SecurityOptions, secure
 from streamwarden.plan.nodes import Shield, walk
-from streamwarden.rewrite.algorithm import Rewriting
+from streamwarden.security.rewrite.algorithm import Rewriting
 
 pytestmark = pytest.mark.spark
 

@@ -20,7 +20,7 @@ from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.cli.main import main
 from streamwarden.errors import CatalogError
 from streamwarden.names import InvalidName, UnsafePath, check_name, safe_path
-from streamwarden.network.registry import RegisteredQuery, load_queries_text
+from streamwarden.catalog.registry import RegisteredQuery, load_queries_text
 
 CATALOG = """\
 streams:
@@ -136,7 +136,7 @@ def test_network_replay_with_a_hostile_user_writes_nothing_outside(tmp_path: Pat
 def test_replay_network_refuses_a_hostile_name_built_in_python(tmp_path: Path) -> None:
     """A RegisteredQuery made in Python skips QUERIES.yaml: the path is still checked (no Spark
     is needed to refuse: the user has no grant, so only the empty file would be written)."""
-    from streamwarden.network.replay import replay_network
+    from streamwarden.runtime.network_replay import replay_network
 
     catalog = load_catalog_text(CATALOG)
     for query in (RegisteredQuery("q1", ("../x",), "SELECT v FROM S"),
@@ -148,7 +148,7 @@ def test_replay_network_refuses_a_hostile_name_built_in_python(tmp_path: Path) -
 
 
 def test_replay_network_refuses_a_symlink_planted_for_a_user(tmp_path: Path) -> None:
-    from streamwarden.network.replay import replay_network
+    from streamwarden.runtime.network_replay import replay_network
 
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     out.mkdir()

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 import spark_semantics as S
 from streamwarden.plan import expr as E
-from streamwarden.rewrite.implication import implies
+from streamwarden.security.rewrite.implication import implies
 
 I, L, D, T = (E.Column("S", "i", "int"), E.Column("S", "l", "long"), E.Column("S", "d", "double"),
               E.Column("S", "s", "string"))
@@ -173,8 +173,6 @@ def test_spark_evaluates_as_the_oracle_and_never_raises(spark, exprs: list[E.Exp
     """Twenty random expressions over rows at the edges of every type, with ANSI mode on:
     one Spark job, no exception (every compiled function is total), and each value is
     the independent evaluator's."""
-    from pyspark.sql import functions as F
-
     from streamwarden.engine.columns import compile_expr
 
     assert spark.conf.get("spark.sql.ansi.enabled") == "true"

@@ -32,9 +32,9 @@ from streamwarden.errors import CatalogError, SourceError, SourceText, Span, Str
 from streamwarden.language import ast
 from streamwarden.language.expressions import Scope, bind_expression, parse_timestamp
 from streamwarden.language.parser import MAX_DURATION_SECONDS, MIN_DURATION_SECONDS, parse_duration, parse_expression
-from streamwarden.levels.lattice import Lattice, LevelError, LevelSource
+from streamwarden.catalog.lattice import Lattice, LevelError, LevelSource
 from streamwarden.names import check_catalog_names
-from streamwarden.punctuation.model import sp_from_record
+from streamwarden.catalog.punctuations import sp_from_record
 
 Path_ = tuple[object, ...]
 
@@ -595,7 +595,7 @@ class _Loader:
         """The policy's ATTs: ``"*"`` (None), or names, each either bare (``Pos``: that attribute
         of every stream of the policy that has it, as in Definition 4.2) or qualified
         (``Position.Pos``: that stream's attribute only, kept qualified so that
-        :func:`streamwarden.rewrite.instantiate.granted_attributes` grants nothing else).
+        :func:`streamwarden.security.rewrite.instantiate.granted_attributes` grants nothing else).
 
         A qualified name whose stream is not one of the policy's streams, or whose attribute
         that stream does not have, is an error: it never falls back to the bare name."""

@@ -60,7 +60,7 @@ class StreamDef:
     @property
     def level_source(self) -> object | None:
         """Where its tuples' security levels come from (a parsed
-        :class:`streamwarden.levels.lattice.LevelSource`), None when undeclared."""
+        :class:`streamwarden.catalog.lattice.LevelSource`), None when undeclared."""
         return self.options.get("level")
 
 
@@ -75,7 +75,7 @@ class User:
     name: str
     roles: tuple[str, ...]
     profile: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}), compare=False)
-    clearance: object = None  # a streamwarden.levels.lattice.Level; None: public (the lattice's bottom)
+    clearance: object = None  # a streamwarden.catalog.lattice.Level; None: public (the lattice's bottom)
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ class Catalog:
     policies: tuple[Policy, ...]
     name: str = "<catalog>"
     text: str = field(default="", compare=False, repr=False)
-    lattice: object = None  # a streamwarden.levels.lattice.Lattice: security levels are in force
+    lattice: object = None  # a streamwarden.catalog.lattice.Lattice: security levels are in force
 
     def clearance(self, user: str) -> object:
         """The user's clearance (the lattice's bottom, public, when the catalog gives none)."""

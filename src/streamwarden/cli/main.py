@@ -28,7 +28,7 @@ from pathlib import Path
 from contextlib import nullcontext
 from typing import Any, ContextManager, Sequence
 
-from streamwarden.catalog.store import STORE_HELP, default_store
+from streamwarden.catalog.store import STORE_HELP
 from streamwarden.errors import SourceError, StreamwardenError
 
 EXIT_BAD_INPUT = 2
@@ -355,7 +355,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.sink != "console":
             _store_outside(args.store, args.sink, "the sink")
             if args.checkpoint:
-                from streamwarden.engine.execute import check_checkpoint
+                from streamwarden.engine.sinks import check_checkpoint
 
                 check_checkpoint(args.checkpoint, args.sink, sink_written=True)  # no overlap, before Spark starts
         query = api.run(catalog, args.user, args.query, _inputs(args.input), args.sink,
@@ -364,7 +364,9 @@ def _dispatch(args: argparse.Namespace) -> int:
                         join_strategy=args.join_strategy,
                         level=args.level, into=args.into)
         print(f"running {query.id} -> {args.sink} (Ctrl-C to stop)", file=sys.stderr)
-        return _until_stopped(query, f"the query {query.id}")
+        from streamwarden.runtime.runner import QueryRunner
+
+        return _until_done(QueryRunner(query, available_now=args.available_now), f"the query {query.id}")
     if args.command == "action":
         return _action(args)
     if args.command == "network":
@@ -399,11 +401,14 @@ def _lateness(text: str) -> str:
     return f"{round(parse_duration(text, '--lateness', zero=True) * 1000)} milliseconds"
 
 
-def _until_stopped(stream: Any, what: str, *, batch_grace: float = 120.0) -> int:
-    """Wait for a streaming query. Ctrl-C stops it cleanly with one line and exit 130: the
-    micro-batch under way is let finish (at most ``batch_grace`` seconds; a second Ctrl-C
-    stops at once), so what it committed stays and nothing is interrupted half-way; a
-    broken record or another failure of the query is raised as it is."""
+def _until_done(runner: Any, what: str, *, poll_seconds: float = 2.0, batch_grace: float = 120.0) -> int:
+    """Keep a runner (:class:`streamwarden.runtime.runner.Runner`) going until it ends (with
+    ``available_now``) or Ctrl-C, applying the store's live changes every ``poll_seconds``.
+
+    Ctrl-C stops it cleanly with one line and exit 130: the micro-batch under way is let
+    finish (at most ``batch_grace`` seconds; a second Ctrl-C stops at once), so what it
+    committed stays and nothing is interrupted half-way; a broken record or another failure
+    stops every part and is raised as it is."""
     import signal
     import threading
     import time
@@ -421,46 +426,39 @@ def _until_stopped(stream: Any, what: str, *, batch_grace: float = 120.0) -> int
         handler = signal.signal(signal.SIGINT, on_sigint)
     try:
         with input_errors():  # a broken record stops the run; committed output stays
+            next_poll = time.monotonic() + poll_seconds
             while not interrupted.is_set():
-                if stream.awaitTermination(0.5):
+                if runner.wait(0.5):
                     break
+                runner.check()
+                if not runner.available_now and time.monotonic() >= next_poll:
+                    runner.poll()
+                    next_poll = time.monotonic() + poll_seconds
             deadline = time.monotonic() + batch_grace
-            while interrupted.is_set() and not hurry.is_set() and time.monotonic() < deadline and _in_batch(stream):
+            while interrupted.is_set() and not hurry.is_set() and time.monotonic() < deadline and runner.in_batch():
                 time.sleep(0.1)
     finally:
         if handler is not None:
             signal.signal(signal.SIGINT, handler)
-        if interrupted.is_set() or stream.isActive:
-            _quiet_stop(stream)
+        _quiet_stop(runner)
     if interrupted.is_set():
         print(f"interrupted: stopped {what}; what it committed is kept", file=sys.stderr)
         return EXIT_INTERRUPTED
     return 0
 
 
-def _in_batch(stream: Any) -> bool:
-    """Is the query active and in the middle of a micro-batch?"""
+def _quiet_stop(runner: Any) -> None:
+    """Stop a runner without Spark's and Py4J's complaints about the batch it cancels."""
+    if not any(stream.isActive for stream in runner.streams):
+        return
+    from streamwarden.engine.spark_log import silence_spark_log
+
     try:
-        return bool(stream.isActive and stream.status.get("isTriggerActive"))
-    except Exception:
-        return False
-
-
-def _quiet_stop(stream: Any) -> None:
-    """Stop a streaming query without Spark's and Py4J's complaints about the batch it cancels."""
-    import logging
-
-    logging.getLogger("py4j").setLevel(logging.CRITICAL)
-    try:
-        from pyspark import SparkContext
-
-        context = SparkContext._active_spark_context  # the tasks the stop interrupts log errors: not for the user
-        if context is not None:
-            context.setLogLevel("OFF")
+        silence_spark_log()  # the tasks the stop interrupts log errors: not for the user
     except Exception:
         pass
     try:
-        stream.stop()
+        runner.stop()
     except Exception:
         pass
     # Spark's log stays off: the tasks the stop killed report it after stop() returns, and the
@@ -469,7 +467,7 @@ def _quiet_stop(stream: Any) -> None:
 
 def _access_change(args: argparse.Namespace) -> int:
     """``grant``/``revoke``: only on a store that exists, for a registered query and a known user."""
-    from streamwarden.network.authorization import AuthorizationServer, _time
+    from streamwarden.catalog.authorization import AuthorizationServer, _time
 
     server = AuthorizationServer.existing(args.store)
     for note in server.check(args.query, args.user, strict=True):
@@ -517,9 +515,10 @@ def _network_run(args: argparse.Namespace) -> int:
     """``network run``: the store's registered queries (after registering --queries), kept running
     and polled for changes between micro-batches until Ctrl-C (or, --available-now, until done)."""
     from streamwarden import api
-    from streamwarden.engine.execute import check_checkpoint, check_inputs
-    from streamwarden.network.authorization import AuthorizationServer
-    from streamwarden.network.registry import load_queries
+    from streamwarden.engine.execute import check_inputs
+    from streamwarden.engine.sinks import check_checkpoint
+    from streamwarden.catalog.authorization import AuthorizationServer
+    from streamwarden.catalog.registry import load_queries
     from streamwarden.runtime.plan import plan_network
 
     if args.queries and not args.catalog:
@@ -559,7 +558,7 @@ def _network_run(args: argparse.Namespace) -> int:
     until = "until its input is processed" if args.available_now else "Ctrl-C to stop"
     print(f"network of {len(queries)} queries running as {len(runtime.streams)} pipelines, checkpoint {root}; "
           f"grant/revoke/register/check with --store {store.url} ({until})", file=sys.stderr)
-    return _until_network_stopped(runtime, poll_seconds=min(2.0, _seconds(args.trigger)))
+    return _until_done(runtime, "the network", poll_seconds=min(2.0, _seconds(args.trigger)))
 
 
 def _plan_sources(pipeline: Any) -> list[Any]:
@@ -574,49 +573,12 @@ def _seconds(text: str) -> float:
     return parse_duration(text, "--trigger")
 
 
-def _until_network_stopped(runtime: Any, *, poll_seconds: float) -> int:
-    """Keep a network running: poll the store for changes every ``poll_seconds`` (they apply at
-    the pipelines' next micro-batch). Ctrl-C stops every pipeline (exit 130); a pipeline's
-    failure (a broken record, ...) stops them all and is raised. With ``available_now`` wait
-    for every pipeline to finish instead."""
-    import signal
-    import threading
-
-    from streamwarden.engine.execute import input_errors
-
-    interrupted = threading.Event()
-    handler = None
-    if threading.current_thread() is threading.main_thread():
-        handler = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
-    try:
-        with input_errors():
-            if runtime.available_now:
-                for stream in runtime.streams:
-                    while not interrupted.is_set() and not stream.awaitTermination(0.5):
-                        pass
-                runtime.check()
-            else:
-                while not interrupted.wait(poll_seconds):
-                    runtime.check()
-                    runtime.poll()
-    finally:
-        if handler is not None:
-            signal.signal(signal.SIGINT, handler)
-        for stream in runtime.streams:
-            if stream.isActive:
-                _quiet_stop(stream)
-    if interrupted.is_set():
-        print("interrupted: stopped the network; what its pipelines committed is kept", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    return 0
-
-
 def _network_explain(args: argparse.Namespace) -> int:
     from streamwarden import api
     from streamwarden.explain import network_json
-    from streamwarden.network.optimizer import network_text, shared_network
-    from streamwarden.network.registry import load_queries
-    from streamwarden.network.switches import place_switches
+    from streamwarden.papers.network.optimizer import network_text, shared_network
+    from streamwarden.catalog.registry import load_queries
+    from streamwarden.papers.network.switches import place_switches
 
     catalog = api.load_catalog(args.catalog)
     shared = shared_network(catalog, load_queries(args.queries, catalog))
@@ -628,7 +590,7 @@ def _network_explain(args: argparse.Namespace) -> int:
     else:
         print(network_text(placed, shared), end="")
     if args.render:
-        from streamwarden.network.draw import draw
+        from streamwarden.papers.network.draw import draw
 
         try:
             drawn = draw(placed, args.render, title=Path(args.queries).name)
@@ -645,7 +607,7 @@ def _network(args: argparse.Namespace) -> int:
     if args.network_command == "run":
         return _network_run(args)
     if args.network_command == "unregister":
-        from streamwarden.network.authorization import AuthorizationServer
+        from streamwarden.catalog.authorization import AuthorizationServer
 
         server = AuthorizationServer.existing(args.store)
         server.unregister(args.query)
@@ -653,8 +615,8 @@ def _network(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 0
     from streamwarden import api
-    from streamwarden.network.authorization import AuthorizationServer
-    from streamwarden.network.registry import load_access, load_queries
+    from streamwarden.catalog.authorization import AuthorizationServer
+    from streamwarden.catalog.registry import load_access, load_queries
 
     catalog = api.load_catalog(args.catalog)
     queries = load_queries(args.queries, catalog)
@@ -663,7 +625,7 @@ def _network(args: argparse.Namespace) -> int:
         server.register(queries, catalog)
         print(f"registered {', '.join(q.id for q in queries)} in {server.store.url}", file=sys.stderr)
         return 0
-    from streamwarden.network.replay import replay_network
+    from streamwarden.runtime.network_replay import replay_network
 
     changes = load_access(args.access, queries)
     inputs = _network_inputs(args, catalog, queries)
@@ -683,8 +645,8 @@ def _sp(args: argparse.Namespace) -> int:
 
     from streamwarden.language.expressions import parse_timestamp
     from streamwarden.language.insert_sp import parse_insert_sp
-    from streamwarden.punctuation.generate import policy_from_statements
-    from streamwarden.punctuation.model import sp_records_text
+    from streamwarden.security.punctuation.generate import policy_from_statements
+    from streamwarden.catalog.punctuations import sp_records_text
 
     statements = [parse_insert_sp(text, f"<statement {i}>") for i, text in enumerate(args.statements, start=1)]
     try:

@@ -23,8 +23,8 @@ from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import sqlite_url
 from streamwarden.datagen.cloud import CloudAudit, message_log
 from streamwarden.engine.session import get_spark
-from streamwarden.levels.lattice import Lattice
-from streamwarden.levels.processors import LevelQuery, read_query_output
+from streamwarden.catalog.lattice import Lattice
+from streamwarden.engine.levels.processors import LevelQuery, read_query_output
 from streamwarden.demo.quiet import step
 
 SEND_B = 'msgType = "send" AND receiver = "CompanyB"'

@@ -28,11 +28,11 @@ from rich.table import Table
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import CatalogStore, sqlite_url
 from streamwarden.engine.session import get_spark
-from streamwarden.network.authorization import AuthorizationServer
-from streamwarden.network.draw import draw
-from streamwarden.network.optimizer import network_text, shared_network
-from streamwarden.network.registry import load_queries_text
-from streamwarden.network.switches import place_switches
+from streamwarden.catalog.authorization import AuthorizationServer
+from streamwarden.papers.network.draw import draw
+from streamwarden.papers.network.optimizer import network_text, shared_network
+from streamwarden.catalog.registry import load_queries_text
+from streamwarden.papers.network.switches import place_switches
 from streamwarden.runtime.network import NetworkRuntime
 from streamwarden.demo.quiet import step
 

@@ -11,7 +11,7 @@ three-valued logic. This is what lets the planner evaluate a user's predicate ne
 or even before, the security filters (a shield lifted above a selection, a predicate
 Catalyst pushes below a join): a row the policies reject can make the predicate NULL,
 never abort the query, so no error reveals a hidden value. The rewriter's proofs
-(:mod:`streamwarden.rewrite.implication`) model exactly these semantics.
+(:mod:`streamwarden.security.rewrite.implication`) model exactly these semantics.
 
     >>> from streamwarden.plan.expr import Column as C, Compare, Literal
     >>> str(compile_expr(Compare(">=", C("P", "Pos", "double"), Literal(5, "int")), physical_column))  # doctest: +SKIP
@@ -109,6 +109,6 @@ def literal(lit: E.Literal) -> SparkColumn:
     spark_type = SPARK_TYPES.get(lit.dtype)
     if lit.dtype == "time_of_day":
         return F.lit(int(lit.value))  # type: ignore[call-overload]
-    if lit.dtype == "level":  # a streamwarden.levels.lattice.Level: compared as its integer code
+    if lit.dtype == "level":  # a streamwarden.catalog.lattice.Level: compared as its integer code
         return F.array(*[F.lit(c) for c in lit.value.code])  # type: ignore[attr-defined]
     return F.lit(lit.value).cast(spark_type) if spark_type else F.lit(lit.value)

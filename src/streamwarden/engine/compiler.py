@@ -31,12 +31,12 @@ from pyspark.sql import functions as F
 from streamwarden.errors import UnsupportedError
 from streamwarden.language.ast import Window
 from streamwarden.plan import expr as E
-from streamwarden.levels.columns import ROW_LEVEL, lub, lub_from_parts, lub_of_group, visible_at
-from streamwarden.levels.lattice import Lattice
+from streamwarden.engine.levels.columns import ROW_LEVEL, lub, lub_from_parts, lub_of_group, visible_at
+from streamwarden.catalog.lattice import Lattice
 from streamwarden.plan.nodes import (AggCall, Aggregate, Filter, Join, LevelGuard, Node, Project, SecureView, Shield,
                                      Source, sources, walk)
-from streamwarden.punctuation.decide import GOVERNING, access_mask, combined_mask, has_bit, server_mask
-from streamwarden.punctuation.kernel import GOV
+from streamwarden.engine.shield.decide import GOVERNING, access_mask, combined_mask, has_bit, server_mask
+from streamwarden.engine.shield.kernel import GOV
 from streamwarden.engine import rows
 from streamwarden.engine.columns import SPARK_TYPES, compile_expr, physical_name
 

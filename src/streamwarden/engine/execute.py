@@ -8,7 +8,6 @@ authorized graph that produced it).
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime
 from contextlib import contextmanager
@@ -19,24 +18,21 @@ from typing import Iterable, Iterator, Mapping
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
 
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.actions import actions_frame
 from streamwarden.engine.columns import physical_name
 from streamwarden.engine.compiler import EVENT, POLICIES, Inputs, action_names, compile_graph
-from streamwarden.engine.session import sql_conf
 from streamwarden.engine.sources import as_relation, ordered_input, read_input
 from streamwarden.errors import InputError, UnsupportedError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.plan.nodes import Aggregate, LevelGuard, Node, Shield, sources, walk
-from streamwarden.levels.columns import ROW_LEVEL, level_text
-from streamwarden.levels.lattice import Lattice, Level
-from streamwarden.levels.shepherd import guarded
-from streamwarden.names import inside, open_private, private_dir
-from streamwarden.punctuation.reader import shielded_input, unshielded_input
-from streamwarden.punctuation.spgen import spgen_lines
-from streamwarden.rewrite.algorithm import AuthorizedGraph, Rewriting
+from streamwarden.engine.levels.columns import ROW_LEVEL, level_text
+from streamwarden.catalog.lattice import Lattice, Level
+from streamwarden.engine.levels.shepherd import guarded
+from streamwarden.engine.shield.reader import shielded_input, unshielded_input
+from streamwarden.security.punctuation.spgen import spgen_lines
+from streamwarden.security.rewrite.algorithm import AuthorizedGraph, Rewriting
 
 GRAPH = "_graph"
 
@@ -217,15 +213,15 @@ def build_job(
 
 def check_secured(catalog: Catalog, rewriting: Rewriting) -> None:
     """The engine runs only what every security pass produced: a rewriting from
-    :func:`streamwarden.passes.secure`, each of whose graphs reads a punctuated stream only
+    :func:`streamwarden.security.passes.secure`, each of whose graphs reads a punctuated stream only
     through its shield and, where the catalog has security levels, every stream through its
-    level guard at the query's level. Anything else (a bare :func:`~streamwarden.rewrite.algorithm.rewrite`,
+    level guard at the query's level. Anything else (a bare :func:`~streamwarden.security.rewrite.algorithm.rewrite`,
     a graph edited by hand) is refused before anything is read, so no path runs a
     protected stream unprotected.
     """
     if not rewriting.secured:
         raise UnsupportedError("the engine runs only secured rewritings: pass the query through "
-                               "streamwarden.passes.secure (or streamwarden.api.authorize) first")
+                               "streamwarden.security.passes.secure (or streamwarden.api.authorize) first")
     levels = catalog.lattice is not None
     if levels and rewriting.level is None:
         raise UnsupportedError("the catalog has security levels, but the rewriting runs at none: refused")
@@ -436,99 +432,7 @@ def earliest_result_time(job: Job) -> datetime | None:
     return earliest
 
 
-def write_replay(job: Job, output: str | Path) -> int:
-    """Write the replay result as JSON lines; returns the number of rows."""
-    return write_lines(replay_rows(job), output)
-
-
-def write_lines(lines: Iterable[str], output: str | Path) -> int:
-    """Write JSON lines to ``output`` atomically, readable by its owner only (0600; missing
-    folders 0700); returns how many."""
-    output = Path(output)
-    private_dir(output.parent)
-    count = 0
-    tmp = output.with_name(output.name + ".partial")
-    try:
-        with open_private(tmp) as handle:  # never follows a link planted at the temporary name
-            for line in lines:
-                handle.write(line + "\n")
-                count += 1
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    tmp.replace(output)  # a failed replay never leaves a half-written result behind
-    return count
-
-
-def start_stream(
-    job: Job,
-    sink: str,
-    checkpoint: str | Path,
-    *,
-    trigger: str | None = None,
-    available_now: bool = False,
-    query_name: str | None = None,
-) -> StreamingQuery:
-    """Start the continuous query writing JSON files to ``sink`` (or ``console``)."""
-    if job.rewriting.on_result:
-        raise UnsupportedError("ON RESULT is supported by replay; a continuous run cannot yet put SPGen's policy "
-                               "ahead of its results, so it refuses rather than publish them unguarded")
-    frame = job.union()
-    if frame is None:
-        raise UnsupportedError("nothing to run: no authorized graph can be deployed for this query (see explain)")
-    if sink != "console":
-        check_checkpoint(checkpoint, sink, sink_written=(Path(sink) / "_spark_metadata").is_dir())
-    private_dir(checkpoint)
-    writer = frame.writeStream.outputMode("append").option("checkpointLocation", str(checkpoint))
-    if query_name:
-        writer = writer.queryName(query_name)
-    if available_now:
-        writer = writer.trigger(availableNow=True)
-    elif trigger:
-        writer = writer.trigger(processingTime=trigger)
-    if sink == "console":
-        writer = writer.format("console").option("truncate", "false")
-    else:
-        private_dir(sink)  # the user's results: 0700 (Spark's files in it: 0600, see engine.session)
-        writer = writer.format("json").option("ignoreNullFields", "false").option("path", str(sink))
-    # Shields and [ROWS n] windows keep Python state (transformWithState), which needs RocksDB.
-    # A streaming query copies the session's settings when it starts (and its checkpoint keeps
-    # them), so the session is restored after.
-    with sql_conf(frame.sparkSession, STATE_STORE, ROCKSDB if python_state(job) else None):
-        return writer.start()
-
-
-def check_checkpoint(checkpoint: str | Path, output: str | Path, *, sink_written: bool) -> None:
-    """Refuse a checkpoint inside the output folder (it holds every input tuple the query read
-    and its state: no user's to read), or the output inside the checkpoint, and a checkpoint
-    that has committed batches to an output that is gone (``sink_written`` False): resuming
-    from it would silently write nothing for everything it already processed."""
-    if inside(checkpoint, output) or inside(output, checkpoint):
-        raise InputError(f"the checkpoint {checkpoint} and the output {output} overlap: a checkpoint holds raw input "
-                         "and state, so keep it out of any output folder (--checkpoint elsewhere)")
-    if committed_batches(checkpoint) and not sink_written:
-        raise InputError(f"the checkpoint {checkpoint} has already committed results to {output}, which is gone or "
-                         "empty: resuming from it would write nothing for what it already processed. Remove the "
-                         "checkpoint to start over, or pass a new one with --checkpoint")
-
-
-def committed_batches(checkpoint: str | Path) -> bool:
-    """Has a Spark streaming query committed a batch under ``checkpoint`` (its ``commits`` log)?"""
-    commits = Path(checkpoint) / "commits"
-    return commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir())
-
-
 def python_state(job: Job) -> bool:
     """Does the job keep state in Python stateful processors (shields, count-based windows)?"""
     return any(isinstance(n, Shield) or (isinstance(n, Aggregate) and n.window is not None and n.window.kind == "rows")
                for g, _ in job.frames for n in walk(g.root))
-
-
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-STATE_STORE = "spark.sql.streaming.stateStore.providerClass"
-
-
-def read_sink(spark: SparkSession, sink: str | Path) -> list[dict]:
-    """Rows a continuous run has committed to ``sink`` (exactly once, via its metadata log)."""
-    frame = spark.read.json(str(sink))
-    return [json.loads(line) for line in frame.toJSON().collect()]

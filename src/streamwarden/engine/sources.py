@@ -144,7 +144,7 @@ def _parquet(spark: SparkSession, stream: StreamDef, path: str, streaming: bool,
 def arrival_place(seq: Column, file: Column, line: Column) -> Column:
     """A tuple's place in arrival order, ``_arrival`` = (seq, file, line), for ``[ROWS n]``
     windows (see :func:`streamwarden.engine.rows.arrival_key`). As the Security Shield's
-    :func:`~streamwarden.punctuation.kernel.arrival_order`: a punctuated record's ``seq``
+    :func:`~streamwarden.engine.shield.kernel.arrival_order`: a punctuated record's ``seq``
     first, then the file and the line (a record without ``seq`` before one with it; a
     plain stream's records have none)."""
     return F.struct(seq.cast("long").alias("seq"), file.alias("file"), line.cast("long").alias("line")).alias(ARRIVAL)
@@ -155,9 +155,9 @@ def ordered_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, s
     (see :func:`arrival_place`; seq is NULL here).
 
     Count-based windows need it: ``[ROWS n]`` orders tuples by ``ts``, ties by input
-    order, which Spark's file sources do not keep (see :mod:`streamwarden.punctuation.files`).
+    order, which Spark's file sources do not keep (see :mod:`streamwarden.engine.shield.files`).
     """
-    from streamwarden.punctuation.files import punctuated_lines  # the same ordered line reader
+    from streamwarden.engine.shield.files import punctuated_lines  # the same ordered line reader
 
     path = Path(path)
     if path.suffix == ".parquet" or (path.is_dir() and any(p.suffix == ".parquet" for p in path.iterdir())):

@@ -45,7 +45,7 @@ from streamwarden.engine.compiler import Compiled, action_names, watching
 from streamwarden.engine.plan_sql import UnnamedInput, query_sql, quote
 from streamwarden.errors import StreamwardenError
 from streamwarden.plan.nodes import Node, Source, sources
-from streamwarden.rewrite.algorithm import Rewriting
+from streamwarden.security.rewrite.algorithm import Rewriting
 
 
 def graph_sql(catalog: Catalog, rewriting: Rewriting, spark: SparkSession | None = None) -> dict[str, str]:

@@ -30,7 +30,7 @@ class Scope:
     allow_profile: bool = False  # self.<attr> (policies only)
     actions: frozenset[str] | None = None  # known actions; None = any name accepted
     extra_columns: dict[str, str] = field(default_factory=dict)  # e.g. output aliases
-    lattice: object = None  # streamwarden.levels.lattice.Lattice: level literals parse against it
+    lattice: object = None  # streamwarden.catalog.lattice.Lattice: level literals parse against it
 
     def resolve(self, name: ast.Name, source: SourceText) -> E.Expr:
         parts = name.parts

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from streamwarden.errors import SourceText, Span
 from streamwarden.language.cursor import TokenCursor
 from streamwarden.language.lexer import Token, tokenize
-from streamwarden.punctuation.patterns import Pattern, Wildcard, pattern_at
+from streamwarden.language.patterns import Pattern, Wildcard, pattern_at
 
 _DDP_PARTS = {"STREAMS": "streams", "TUPLES": "tuples", "ATTRIBUTES": "attributes"}
 _MODELS = {"FRBAC", "RBAC"}

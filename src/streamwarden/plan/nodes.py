@@ -359,8 +359,8 @@ class LevelGuard(Node):
     child: Node
     stream: str
     relation: str
-    level: object  # streamwarden.levels.lattice.Level: the level the query runs at
-    source: object  # streamwarden.levels.lattice.LevelSource, or None (every tuple is top)
+    level: object  # streamwarden.catalog.lattice.Level: the level the query runs at
+    source: object  # streamwarden.catalog.lattice.LevelSource, or None (every tuple is top)
     id: str = field(default="", compare=False)
 
     @property

@@ -11,7 +11,7 @@ The runtime keeps a network of registered queries running over file streams:
   under the pipeline's own checkpoint. Nothing is planned per micro-batch.
 * **One write per micro-batch.** Each micro-batch of a pipeline goes through its
   terminal switch: the access changes in the store decide, row by row (by the row's
-  event time, :func:`~streamwarden.network.registry.grant_intervals`), which users get
+  event time, :func:`~streamwarden.catalog.registry.grant_intervals`), which users get
   it, and one partitioned write puts every user's rows into ``DIR/<user>/<query>/``.
 * **Live changes.** :meth:`NetworkRuntime.poll` (the CLI calls it between micro-batches)
   reads the store: grants, revocations and expiries take effect at the next
@@ -59,18 +59,18 @@ from pyspark.sql.streaming import StreamingQuery
 from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.store import CatalogStore
 from streamwarden.engine.compiler import EVENT
-from streamwarden.engine.execute import (ROCKSDB, STATE_STORE, build_job, check_checkpoint, check_inputs,
-                                         committed_batches, iso_timestamp, python_state)
-from streamwarden.engine.session import sql_conf
+from streamwarden.engine.execute import build_job, check_inputs, iso_timestamp, python_state
+from streamwarden.runtime.runner import StreamsRunner
+from streamwarden.engine.sinks import check_checkpoint, committed_batches, read_parts, start_writer, stream_writer
 from streamwarden.errors import InputError, StreamwardenError, UnsupportedError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import check_name, make_private, open_private, private_dir, safe_path
-from streamwarden.network.authorization import AuthorizationServer
-from streamwarden.network.registry import AccessChange, RegisteredQuery, grant_intervals
-from streamwarden.network.replay import within_periods
+from streamwarden.catalog.authorization import AuthorizationServer
+from streamwarden.catalog.registry import AccessChange, RegisteredQuery, grant_intervals
+from streamwarden.runtime.network_replay import within_periods
 from streamwarden.plan.nodes import sources
-from streamwarden.punctuation.generate import policy_from_statements
-from streamwarden.punctuation.spgen import spgen_lines
+from streamwarden.security.punctuation.generate import policy_from_statements
+from streamwarden.security.punctuation.spgen import spgen_lines
 from streamwarden.runtime.plan import NetworkPlan, Pipeline, plan_network
 
 EARLIEST = "_earliest"  # ON RESULT: a row's earliest result timestamp (SPGen's date)
@@ -93,7 +93,7 @@ class _Running:
     spgen: datetime | None = None  # ON RESULT: the date of SPGen's policy (the pipeline's earliest result)
 
 
-class NetworkRuntime:
+class NetworkRuntime(StreamsRunner):
     """Keeps the store's registered queries running as pipelines (see the module docstring).
 
     ``queries`` are registered (with ``catalog``, stored) before anything starts; without
@@ -122,6 +122,7 @@ class NetworkRuntime:
         self.catalog: Catalog | None = None
         self._seen: tuple[str, int] | None = None  # (registrations and catalog hash, last access change seq)
         self._lock = threading.RLock()
+        self._stopped = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, *, available_now: bool = False) -> "NetworkRuntime":
@@ -163,26 +164,20 @@ class NetworkRuntime:
         with self._lock:
             for running in self.running.values():
                 _stop(running)
+            self._stopped.set()
 
     def await_termination(self) -> None:
         """Wait for every started pipeline (with ``available_now``: until each has processed its input)."""
-        for running in list(self.running.values()):
-            if running.stream is not None:
-                running.stream.awaitTermination()
-        self.check()
+        self.wait(None)
 
-    def process_all_available(self) -> None:
-        """Wait until every running pipeline has processed what its inputs hold (tests, the demo)."""
-        for running in list(self.running.values()):
-            if running.stream is not None and running.stream.isActive:
-                running.stream.processAllAvailable()
+    def wait(self, timeout: float | None) -> bool:
+        """With ``available_now``, wait for every pipeline to process its input. A continuous
+        network ends only when stopped: with no pipeline running (no user can receive a row
+        now) it still waits for the grant that starts one."""
+        if self.available_now:
+            return super().wait(timeout)
         self.check()
-
-    def check(self) -> None:
-        """Raise the failure of a pipeline that stopped on an error."""
-        for running in self.running.values():
-            if running.stream is not None and running.stream.exception() is not None:
-                raise running.stream.exception()  # type: ignore[misc]
+        return self._stopped.wait(timeout)
 
     @property
     def streams(self) -> list[StreamingQuery]:
@@ -300,14 +295,10 @@ class NetworkRuntime:
             earliest = [F.col(f"`{t}`").cast("timestamp") for t in times]
             columns.append((F.least(*earliest) if len(earliest) > 1 else earliest[0]).alias(EARLIEST))
         rows = frame.select(*columns)
-        writer = (rows.writeStream.foreachBatch(_TerminalSwitch(self, running))
-                  .option("checkpointLocation", str(running.checkpoint / "spark")).queryName(pipeline.name))
-        if self.available_now:
-            writer = writer.trigger(availableNow=True)
-        elif self.trigger:
-            writer = writer.trigger(processingTime=self.trigger)
-        with sql_conf(self.spark, STATE_STORE, ROCKSDB if python_state(job) else None):
-            return writer.start()
+        writer = stream_writer(rows, running.checkpoint / "spark", trigger=self.trigger,
+                               available_now=self.available_now, query_name=pipeline.name,
+                               each_batch=_TerminalSwitch(self, running))
+        return start_writer(writer, self.spark, python_state=python_state(job))
 
     # -- status --------------------------------------------------------------------------------
     def _write_status(self, changes: tuple[AccessChange, ...]) -> None:
@@ -496,12 +487,7 @@ def _write_time(path: Path, at: datetime) -> None:
 
 def read_user_rows(spark: SparkSession, output_dir: str | Path, user: str, query: str) -> list[dict]:
     """The rows a running network has delivered to ``user`` for ``query``."""
-    folder = safe_path(output_dir, user, query)
-    rows = []
-    for part in sorted(folder.glob("batch=*/part-*")):
-        with open(part, encoding="utf-8") as handle:
-            rows += [json.loads(line) for line in handle if line.strip()]
-    return rows
+    return read_parts(safe_path(output_dir, user, query))
 
 
 def read_status(output_dir: str | Path, user: str, query: str) -> dict:

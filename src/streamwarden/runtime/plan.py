@@ -14,7 +14,7 @@ the runtime compiles (once), starts, pauses and retires, and it owns its Spark s
 Planning is pure: no Spark, the catalog and the registrations in, the plan out.
 
     >>> from streamwarden.catalog.loader import load_catalog_text
-    >>> from streamwarden.network.registry import RegisteredQuery
+    >>> from streamwarden.catalog.registry import RegisteredQuery
     >>> cat = load_catalog_text("streams: {S: {schema: {ts: timestamp, a: int}}}\\nusers: {ann: {}, bob: {}}")
     >>> plan = plan_network(cat, [RegisteredQuery("q1", ("ann", "bob"), "SELECT a FROM S")])
     >>> [(p.query.id, p.users) for p in plan.pipelines]
@@ -29,8 +29,8 @@ from typing import Sequence
 
 from streamwarden.catalog.model import Catalog
 from streamwarden.errors import StreamwardenError
-from streamwarden.network.registry import RegisteredQuery
-from streamwarden.rewrite.algorithm import Rewriting
+from streamwarden.catalog.registry import RegisteredQuery
+from streamwarden.security.rewrite.algorithm import Rewriting
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def plan_network(catalog: Catalog, queries: Sequence[RegisteredQuery], *, latene
     A user the passes refuse (not cleared for the query's level, no role policy authorizing
     anything) gets a :class:`Denial`; the others' pipelines still run.
     """
-    from streamwarden.passes import SecurityOptions, secure  # the passes import the catalog; keep this light
+    from streamwarden.security.passes import SecurityOptions, secure  # the passes import the catalog; keep this light
 
     groups: dict[tuple[str, str], tuple[RegisteredQuery, Rewriting, list[str]]] = {}
     denials: list[Denial] = []

@@ -1,0 +1,264 @@
+"""The authorization server: the policies P ⊆ CQ × U, kept as a log of access changes.
+
+Every grant, revocation or expiry is one row (time, query, user, sign) in the catalog
+store, in the order issued (``seq``), and at once an *access SP*: one JSON line
+``{"seq": 7, "ts": "...", "query": "q1", "user": "ann", "sign": "+"}`` (the access-change
+format, with its place in the log) written as its own file into the SP folder. A running
+network reads that folder as one more input stream, in the same Spark query as its data
+(Spark's file source: Spark checkpoints which SPs it read, no Python process is
+involved), so a change takes effect without restarting anything; the rows a user then
+receives follow :func:`streamwarden.catalog.registry.grant_intervals` (by the rows'
+event time). A grant with an expiry (``until``) is a grant and, at once, the revocation
+that ends it.
+
+The SP folder of a SQLite store ``dir/auth.db`` is ``dir/auth.db.sps/``; other stores
+name one. A change recorded but not yet written as an SP (a crash in between) is written
+by :meth:`AuthorizationServer.publish`, which a network calls when it starts.
+
+A change must name what exists. The store knows the network's queries once they are
+registered (:meth:`AuthorizationServer.register`: ``network run`` and ``network replay``
+do it when they start, ``streamwarden network register`` ahead of time) and the users of
+the catalog stored with them; from then on a change naming an unregistered query or a
+user the catalog does not declare is refused (:class:`~streamwarden.catalog.store.UnknownName`),
+so a mistyped revocation never succeeds while the grant stays open. A store with no
+registered query accepts the Python API's changes unchecked (a program may grant before
+it starts its network); the CLI (``grant``, ``revoke``) checks strictly and refuses then.
+
+    >>> import tempfile, os
+    >>> server = AuthorizationServer("sqlite:///" + os.path.join(tempfile.mkdtemp(), "auth.db"))
+    >>> server.grant("q1", "ann", "2026-03-01T10:00:00Z"); server.revoke("q1", "ann", "2026-03-01T10:05:00Z")
+    >>> [(c.user, c.grant) for c in server.changes()]
+    [('ann', True), ('ann', False)]
+    >>> sorted(p.name for p in server.sp_folder.iterdir())
+    ['sp-000000000001.jsonl', 'sp-000000000002.jsonl']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from typing import TYPE_CHECKING, Iterable
+
+from sqlalchemy import (Boolean, Column, DateTime, Engine, Integer, MetaData, String, Table, Text, delete, inspect,
+                        insert, select, text, update)
+
+from streamwarden.catalog.store import CatalogStore, UnknownName, _utc
+from streamwarden.errors import StreamwardenError
+from streamwarden.language.expressions import parse_timestamp
+from streamwarden.names import check_name, open_private, private_dir
+from streamwarden.catalog.registry import AccessChange, RegisteredQuery
+
+if TYPE_CHECKING:
+    from streamwarden.catalog.model import Catalog
+
+_metadata = MetaData()
+_changes = Table(
+    "access_changes", _metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("ts", DateTime(timezone=True), nullable=False),
+    Column("query", String, nullable=False),
+    Column("user", String, nullable=False),
+    Column("grant", Boolean, nullable=False),
+)
+_registered = Table(
+    "registered_queries", _metadata,
+    Column("id", String, primary_key=True),
+    Column("users", Text, nullable=False),  # JSON list: the users QUERIES.yaml lists for it
+    Column("registered_at", DateTime(timezone=True), nullable=False),
+    Column("query", Text, nullable=True),  # the CQL text (NULL in stores written before it was kept)
+    Column("level", String, nullable=True),  # the level it runs at; NULL: each user's clearance
+)
+
+
+#: The schema of an access SP record, as a running network reads it.
+SP_SCHEMA = "seq long, ts timestamp, query string, user string, sign string"
+
+
+class AuthorizationServer:
+    """Access changes in a SQL store (SQLite by default; the catalog store's URL), each
+    published as an access SP into ``sp_folder``."""
+
+    def __init__(self, url: str | None = None, sp_folder: str | Path | None = None, *,
+                 store: CatalogStore | None = None):
+        self.store = store or CatalogStore(url)
+        _metadata.create_all(self.store.engine)
+        _add_missing_columns(self.store.engine)
+        self._sp_folder = Path(sp_folder).resolve() if sp_folder is not None else _default_sp_folder(self.store.url)
+
+    @classmethod
+    def existing(cls, url: str | None = None, sp_folder: str | Path | None = None) -> "AuthorizationServer":
+        """The server of a store that exists and holds a catalog (for the CLI's grant and
+        revoke); raises :class:`~streamwarden.catalog.store.NoStore` and creates nothing otherwise."""
+        return cls(sp_folder=sp_folder, store=CatalogStore.existing(url))
+
+    @property
+    def sp_folder(self) -> Path:
+        """Where the access SPs go (one file each); created when first needed, private to its owner."""
+        if self._sp_folder is None:
+            raise StreamwardenError(f"the store {self.store.url} is not a SQLite file: name the folder its access "
+                                    "SPs go to (sp_folder=...)")
+        private_dir(self._sp_folder)
+        return self._sp_folder
+
+    # -- what changes may name ------------------------------------------------------------
+    def register(self, queries: Iterable[RegisteredQuery], catalog: "Catalog | None" = None) -> None:
+        """Record the network's queries (ids and listed users), and store ``catalog`` with them
+        (its live action values kept), so that changes can be checked against both. A query
+        registered before keeps its id; its listed users are replaced."""
+        queries = list(queries)
+        for q in queries:
+            check_name("query id", q.id)
+            for user in q.users:
+                check_name("user", user)
+        if catalog is not None and catalog.text:
+            self.store.save(catalog)
+        now = datetime.now(timezone.utc)
+        with self.store.engine.begin() as conn:
+            known = {row.id for row in conn.execute(select(_registered.c.id))}
+            for q in queries:
+                values = dict(users=json.dumps(list(q.users)), registered_at=now, query=q.query, level=q.level)
+                if q.id in known:
+                    conn.execute(update(_registered).where(_registered.c.id == q.id).values(**values))
+                else:
+                    conn.execute(insert(_registered).values(id=q.id, **values))
+
+    def unregister(self, query: str) -> None:
+        """Remove a registered query (a running network stops it at its next poll); its access
+        changes stay in the log, so registering it again restores the same grants."""
+        check_name("query id", query)
+        with self.store.engine.begin() as conn:
+            removed = conn.execute(delete(_registered).where(_registered.c.id == query)).rowcount
+        if not removed:
+            raise UnknownName(f"unknown query {query!r}: the store {self.store.url} has registered "
+                              f"{', '.join(sorted(self.registered())) or 'no query'}")
+
+    def registered(self) -> dict[str, tuple[str, ...]]:
+        """Registered query id -> the users listed for it."""
+        with self.store.engine.connect() as conn:
+            return {row.id: tuple(json.loads(row.users)) for row in conn.execute(select(_registered))}
+
+    def registrations(self) -> tuple[RegisteredQuery, ...]:
+        """The registered queries with their text and level, by id (a registration from a store
+        that predates query texts has none: it is skipped, to be registered again)."""
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(select(_registered).order_by(_registered.c.id)).all()
+        return tuple(RegisteredQuery(r.id, tuple(json.loads(r.users)), r.query, r.level) for r in rows if r.query)
+
+    def check(self, query: str, user: str, *, strict: bool = False) -> list[str]:
+        """Refuse a change naming an unregistered query or an unknown user (raises
+        :class:`~streamwarden.catalog.store.UnknownName`); returns notes on what is accepted
+        but has no effect (a user not listed for the query). With no query registered the
+        check passes, unless ``strict`` (the CLI), which then refuses."""
+        check_name("query id", query)
+        check_name("user", user)
+        registered = self.registered()
+        if not registered:
+            if strict:
+                raise UnknownName(f"unknown query {query!r}: the store {self.store.url} has no registered query "
+                                  f"(register them with `streamwarden network register QUERIES.yaml --catalog "
+                                  f"CATALOG --store {self.store.url}`, or start the network)")
+            return []
+        if query not in registered:
+            raise UnknownName(f"unknown query {query!r}: the store {self.store.url} has registered "
+                              f"{', '.join(sorted(registered))}")
+        users = self.store.users() or frozenset(u for listed in registered.values() for u in listed)
+        if user not in users:
+            raise UnknownName(f"unknown user {user!r}: the catalog in {self.store.url} declares "
+                              f"{', '.join(sorted(users)) or 'no users'}")
+        if user not in registered[query]:
+            return [f"{user} is not listed for {query} (listed: {', '.join(registered[query])}): the change is "
+                    "recorded, but gives no access unless QUERIES.yaml lists them"]
+        return []
+
+    def publish(self) -> int:
+        """Write every recorded change that has no SP file yet (after a crash between the two); returns how many."""
+        folder = self.sp_folder
+        written = 0
+        for change in self.changes():
+            if not (folder / _sp_name(change.line)).exists():
+                self._publish(change)
+                written += 1
+        return written
+
+    def grant(self, query: str, user: str, ts: str | datetime | None = None, *,
+              until: str | datetime | None = None) -> None:
+        """Grant ``user`` access to ``query`` from ``ts`` (default: now), until ``until`` if given."""
+        if until is not None and _time(until) <= _time(ts):
+            raise StreamwardenError(f"a grant must expire after it starts ({until} is not after {ts or 'now'})")
+        self.check(query, user)
+        self._record(query, user, True, ts)
+        if until is not None:
+            self._record(query, user, False, until)
+
+    def revoke(self, query: str, user: str, ts: str | datetime | None = None) -> None:
+        self.check(query, user)
+        self._record(query, user, False, ts)
+
+    def load(self, changes: tuple[AccessChange, ...] | list[AccessChange]) -> None:
+        """Append changes (e.g. an access-change file) in their order."""
+        ordered = sorted(changes, key=lambda c: c.line)
+        for c in ordered:
+            self.check(c.query, c.user)
+        for c in ordered:
+            self._record(c.query, c.user, c.grant, c.ts)
+
+    def changes(self) -> tuple[AccessChange, ...]:
+        """Every change, in the order issued."""
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(select(_changes).order_by(_changes.c.seq)).all()
+        return tuple(AccessChange(_utc(r.ts), r.query, r.user, bool(r.grant), r.seq)  # type: ignore[arg-type]
+                     for r in rows)
+
+    def _record(self, query: str, user: str, grant: bool, ts: str | datetime | None) -> None:
+        when = _time(ts)
+        with self.store.engine.begin() as conn:
+            seq = conn.execute(insert(_changes).values(ts=when, query=query, user=user, grant=grant)
+                               ).inserted_primary_key[0]
+        self._publish(AccessChange(when, query, user, grant, int(seq)))
+
+    def _publish(self, change: AccessChange) -> None:
+        """The SP as a file of its own, complete before it appears (a stream never reads half of one)."""
+        record = {"seq": change.line, "ts": change.ts.astimezone(timezone.utc).isoformat().replace("+00:00", "Z"),
+                  "query": change.query, "user": change.user, "sign": "+" if change.grant else "-"}
+        target = self.sp_folder / _sp_name(change.line)
+        hidden = target.with_name("." + target.name)  # Spark's file source skips names starting with '.'
+        with open_private(hidden) as handle:  # 0600: everyone's grants are no user's to read
+            handle.write(json.dumps(record) + "\n")
+        os.replace(hidden, target)
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """Stores written before queries kept their text and level get the two columns (NULL)."""
+    present = {c["name"] for c in inspect(engine).get_columns(_registered.name)}
+    with engine.begin() as conn:
+        for name in ("query", "level"):
+            if name not in present:
+                conn.execute(text(f"ALTER TABLE {_registered.name} ADD COLUMN {name} TEXT"))
+
+
+def _sp_name(seq: int) -> str:
+    return f"sp-{seq:012d}.jsonl"
+
+
+def _default_sp_folder(url: str) -> Path | None:
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
+        db = Path(url.removeprefix("sqlite:///"))
+        return db.with_name(db.name + ".sps")
+    return None
+
+
+def _time(ts: str | datetime | None) -> datetime:
+    if ts is None:
+        return datetime.now(timezone.utc)
+    if isinstance(ts, datetime):
+        return ts.astimezone(timezone.utc)
+    try:
+        return parse_timestamp(ts)
+    except ValueError:
+        raise StreamwardenError(f"{ts!r} is not an ISO-8601 timestamp") from None
+
+
+__all__ = ["SP_SCHEMA", "AuthorizationServer"]

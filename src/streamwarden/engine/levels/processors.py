@@ -1,0 +1,122 @@
+"""The replicated architecture (Ray et al., section 2): one query processor per security level.
+
+Queries of different levels never share a stateful operator, a Spark streaming query or
+a checkpoint: each level's queries run together in their own streaming query, with its
+own checkpoint and state, reading the inputs through their own level guard (so their
+own watermark). A failure, a restart or the state of one level cannot reach another.
+Queries of the same level share their processor. Each query's rows land in
+``DIR/<query id>/``, written once per micro-batch (idempotently: a retried batch
+overwrites its own folder), so users never see another query's columns.
+
+What isolation this gives, and what not: processors share the Spark driver and its
+executors, so CPU contention between levels remains a timing channel at the JVM level.
+For that, run one ``streamwarden`` process per level (the checkpoints already are).
+
+    >>> queries = [LevelQuery("q1", "c1", "SELECT ts FROM MessageLog"),
+    ...            LevelQuery("q2", "cm", "SELECT ts FROM MessageLog", level="[2, ⊥]")]
+    >>> [q.id for q in queries]
+    ['q1', 'q2']
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from streamwarden.engine.execute import Job, python_state
+
+from streamwarden.engine.sinks import read_parts, start_writer, stream_writer
+from streamwarden.errors import StreamwardenError, UnsupportedError
+from streamwarden.names import inside, safe_path
+
+QUERY = "_query"
+
+
+@dataclass(frozen=True)
+class LevelQuery:
+    """One registered continuous query: its id, its user, its text and the level to run at
+    (default: the user's clearance)."""
+
+    id: str
+    user: str
+    query: str
+    level: str | None = None
+
+
+@dataclass(frozen=True)
+class LevelProcessor:
+    """A running processor: the level, the ids of its queries and its Spark streaming query."""
+
+    level: str
+    queries: tuple[str, ...]
+    stream: StreamingQuery
+
+
+def start_processors(spark: SparkSession, jobs: Mapping[str, Job], queries: Sequence[LevelQuery],
+                     output_dir: str | Path, checkpoints: str | Path, *, trigger: str | None = None,
+                     available_now: bool = False) -> list[LevelProcessor]:
+    """Start one streaming query per level over the compiled ``jobs`` (by query id).
+
+    Each level checkpoints under ``checkpoints/<level>``, which must lie outside
+    ``output_dir``: a checkpoint holds raw tuples of its level, which no reader of one
+    query's output may see.
+    """
+    output = Path(output_dir)
+    if inside(checkpoints, output):
+        raise StreamwardenError(f"the level checkpoints {checkpoints} lie inside the output folder {output}: "
+                                "they hold raw tuples; put them elsewhere")
+    by_level: dict[str, list[LevelQuery]] = {}
+    for q in queries:
+        by_level.setdefault(str(jobs[q.id].rewriting.level), []).append(q)
+    processors = []
+    for level, members in sorted(by_level.items()):
+        frames: dict[str, DataFrame] = {}
+        for q in members:
+            frame = jobs[q.id].union()
+            if frame is None:
+                raise UnsupportedError(f"query {q.id}: no authorized graph can be deployed (see explain)")
+            frames[q.id] = frame.withColumn(QUERY, F.lit(q.id))
+        combined = None
+        for frame in frames.values():
+            combined = frame if combined is None else combined.unionByName(frame, allowMissingColumns=True)
+        assert combined is not None
+        columns = {qid: [c for c in frame.columns if c != QUERY] for qid, frame in frames.items()}
+        writer = stream_writer(combined, Path(checkpoints) / level_slug(level), trigger=trigger,
+                               available_now=available_now, query_name=f"streamwarden level {level}",
+                               each_batch=_writer(output, columns))
+        stream = start_writer(writer, spark, python_state=any(python_state(jobs[q.id]) for q in members))
+        processors.append(LevelProcessor(level, tuple(q.id for q in members), stream))
+    return processors
+
+
+def _writer(output: Path, columns: Mapping[str, list[str]]) -> Callable[[DataFrame, int], None]:
+    def write(batch: DataFrame, batch_id: int) -> None:
+        batch.persist()
+        try:
+            for qid, names in columns.items():
+                rows = batch.filter(F.col(QUERY) == qid).select(*[F.col(f"`{n}`") for n in names])
+                (rows.write.mode("overwrite").option("ignoreNullFields", "false")
+                 .json(str(safe_path(output, qid, f"batch={batch_id:010d}"))))
+        finally:
+            batch.unpersist()
+    return write
+
+
+def read_query_output(spark: SparkSession, output_dir: str | Path, query_id: str) -> list[dict]:
+    """The rows a processor has written for one query."""
+    return read_parts(Path(output_dir) / query_id)
+
+
+def level_slug(level: str) -> str:
+    """A folder name for a level: ``[1, ⊥]`` -> ``1_bot``."""
+    parts = [p.strip() for p in level.strip("[]").split(",")]
+    return "_".join("bot" if p == "⊥" else "top" if p == "T" else re.sub(r"[^A-Za-z0-9]", "-", p) for p in parts)
+
+
+__all__ = ["LevelProcessor", "LevelQuery", "level_slug", "read_query_output", "start_processors"]

@@ -1,0 +1,192 @@
+"""The Security Shield's state machine (Nehme et al., Fig. 10, with issue 3's precisions).
+
+One shield per punctuated (sub-)stream sees records in arrival order:
+
+* an SP older than the newest policy timestamp ever seen is discarded (even after a reset);
+* an SP with the current policy's timestamp joins it; a newer one starts a new policy;
+  with no current policy, an SP not older than the newest timestamp seen starts one;
+* at the first tuple after an sp-batch, the policy's csn is fixed: the largest k such
+  that SPs 1..k are all present;
+* a tuple whose (sp_ts, sp_csn) differs from (policy ts, csn) is denied and the policy
+  is dropped, so later tuples are denied until a newer policy arrives; a tuple without
+  sp_ts/sp_csn, or with no current policy, is denied.
+
+This is an operator object with explicit hooks (``on_sp``, ``on_tuple``) and a
+``snapshot``/``restore`` pair, so it is unit-testable without Spark and its state can be
+checkpointed between micro-batches.
+
+    >>> from datetime import datetime, timezone
+    >>> from streamwarden.catalog.punctuations import sp
+    >>> t0 = datetime(2026, 3, 1, 10, tzinfo=timezone.utc)
+    >>> shield = Shield()
+    >>> shield.on_sp(sp("HeartRate", "*", "*", "C", ts=t0, sn=1))
+    >>> shield.on_tuple(t0, 1) is not None, shield.on_tuple(t0, 2) is None, shield.on_tuple(t0, 1) is None
+    (True, True, True)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from streamwarden.language.expressions import parse_timestamp
+from streamwarden.plan.expr import format_timestamp
+from streamwarden.catalog.punctuations import SpPolicy, combine, sp_from_record
+
+
+class PolicyPart(Protocol):
+    """What the shield needs of an SP: its policy timestamp and sequence number."""
+
+    ts: Any
+    sn: int
+
+
+@dataclass(frozen=True)
+class GoverningPolicy:
+    """The complete part of the policy a tuple is checked against (SPs 1..csn)."""
+
+    ts: Any
+    csn: int
+    sps: tuple[Any, ...]
+
+    def as_policy(self) -> SpPolicy:
+        return SpPolicy(self.ts, self.sps)
+
+
+@dataclass
+class Shield:
+    """State of one shield: the current policy, its csn once fixed, the newest ts seen.
+
+    SPs are any objects with ``ts`` and ``sn`` (a :class:`SecurityPunctuation`, or the
+    engine's compact SP records); timestamps are anything ordered (datetimes, micros).
+    """
+
+    current_ts: Any = None
+    sps: dict[int, Any] | None = None  # the current policy's SPs by sequence number; None: no policy
+    csn: int | None = None  # fixed at the first tuple after an sp-batch
+    newest: Any = None
+    discarded: int = 0  # SPs dropped for being older than the newest policy (for the report)
+    pending: bool = field(default=False)  # SPs arrived since the last tuple
+
+    @property
+    def current(self) -> SpPolicy | None:
+        return None if self.sps is None else SpPolicy(self.current_ts, tuple(self.sps.values()))
+
+    def on_sp(self, new: PolicyPart) -> None:
+        if self.newest is not None and new.ts < self.newest:
+            self.discarded += 1
+            return
+        if self.sps is not None and new.ts == self.current_ts:
+            self.sps.pop(new.sn, None)  # a duplicate sequence number replaces the old SP
+            self.sps[new.sn] = new
+        else:
+            # A newer policy, or the first one (or a re-sent one after the policy was dropped).
+            self.current_ts, self.sps, self.csn = new.ts, {new.sn: new}, None
+        self.newest = new.ts if self.newest is None else max(self.newest, new.ts)
+        self.pending = True
+
+    def _fix_csn(self) -> int:
+        if self.pending or self.csn is None:
+            assert self.sps is not None
+            k = 0
+            while k + 1 in self.sps:
+                k += 1
+            self.csn, self.pending = k, False
+        return self.csn
+
+    def governing(self) -> GoverningPolicy | None:
+        """The policy the next tuple with the right ts.csn would be checked against."""
+        if self.sps is None:
+            return None
+        csn = self._fix_csn()
+        return GoverningPolicy(self.current_ts, csn, tuple(s for s in self.sps.values() if s.sn <= csn))
+
+    def on_tuple(self, sp_ts: Any, sp_csn: int | None) -> GoverningPolicy | None:
+        """The policy governing this tuple, or None when it is denied."""
+        if self.sps is None:
+            return None
+        csn = self._fix_csn()
+        if sp_ts is None or sp_csn is None:
+            return None
+        if (sp_ts, sp_csn) != (self.current_ts, csn):
+            self.sps, self.csn, self.current_ts = None, None, None
+            return None
+        if csn == 0:
+            return None  # SP 1 never arrived: the policy is incomplete, deny by default
+        return self.governing()
+
+    def on_tuples(self, sp_ts: np.ndarray, sp_csn: np.ndarray) -> tuple[GoverningPolicy | None, np.ndarray]:
+        """:meth:`on_tuple` for a run of tuples with no SP between them, vectorised.
+
+        ``sp_ts``/``sp_csn`` are float arrays (NaN: the tuple carries none). Returns the
+        governing policy and which tuples it governs (the others are denied).
+        """
+        allowed = np.zeros(len(sp_ts), dtype=bool)
+        if self.sps is None:
+            return None, allowed
+        csn = self._fix_csn()
+        present = ~(np.isnan(sp_ts) | np.isnan(sp_csn))
+        right = present & (sp_ts == self.current_ts) & (sp_csn == csn)
+        wrong = present & ~right
+        governing = self.governing()
+        if wrong.any():
+            first = int(np.argmax(wrong))
+            right[first:] = False
+            self.sps, self.csn, self.current_ts = None, None, None
+        if csn == 0:
+            return None, allowed
+        return governing, right
+
+    # -- snapshots ------------------------------------------------------------------------
+    def snapshot(self, encode: Callable[[Any], object] = lambda s: s.to_record()) -> str:
+        """JSON text of the whole state (checkpointed between micro-batches)."""
+        return json.dumps({
+            "policy_ts": _dump_ts(self.current_ts), "sps": None if self.sps is None else [encode(s) for s in self.sps.values()],
+            "csn": self.csn, "pending": self.pending, "discarded": self.discarded, "newest": _dump_ts(self.newest),
+        })
+
+    @classmethod
+    def restore(cls, text: str, decode: Callable[[object], Any] | None = None) -> "Shield":
+        data = json.loads(text)
+        decode = decode or (lambda r: sp_from_record(r, "shield snapshot"))  # type: ignore[arg-type]
+        sps = None if data["sps"] is None else {s.sn: s for s in map(decode, data["sps"])}
+        return cls(_load_ts(data["policy_ts"]), sps, data["csn"], _load_ts(data["newest"]), data["discarded"],
+                   data["pending"])
+
+    def reset(self) -> "Shield":
+        """Forget the current policy but keep the newest timestamp (older SPs stay discarded)."""
+        return replace(self, current_ts=None, sps=None, csn=None, pending=False)
+
+
+def _dump_ts(value: Any) -> object:
+    return {"iso": format_timestamp(value)} if isinstance(value, datetime) else value
+
+
+def _load_ts(value: object) -> Any:
+    return parse_timestamp(value["iso"]) if isinstance(value, dict) else value
+
+
+def visible_attributes(governing: GoverningPolicy | None, stream: str, key: object, attributes: list[str],
+                       roles: frozenset[str], server: SpPolicy | None = None,
+                       mode: str = "intersect") -> list[str] | None:
+    """The attributes of a tuple the user may see, or None when the tuple is not delivered.
+
+    Each attribute is decided by the provider's policy combined with the stream's server
+    policy (intersect or union; immutable provider policies ignore the server). The tuple
+    is delivered when at least one attribute other than ``ts`` is visible.
+    """
+    if governing is None:
+        return None
+    provider = governing.as_policy()
+    immutable = provider.immutable
+    visible = []
+    for attribute in attributes:
+        mine = provider.accessible(stream, key, attribute, roles)
+        theirs = server.accessible(stream, key, attribute, roles) if server is not None else None
+        if combine(mine, theirs, mode, immutable):
+            visible.append(attribute)
+    return visible if any(a != "ts" for a in visible) else None
