@@ -40,7 +40,7 @@ from streamwarden.catalog.loader import compose_yaml, read_text_file
 from streamwarden.catalog.lattice import query_level
 from streamwarden.catalog.model import Catalog
 from streamwarden.errors import CatalogError, InputError, SourceText, Span, StreamwardenError
-from streamwarden.language.binder import bind_query
+from streamwarden.language.binder import BoundQuery, bind_query, bound_query
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.language.parser import parse_query
 from streamwarden.names import check_name
@@ -57,6 +57,10 @@ class RegisteredQuery:
     users: tuple[str, ...]
     query: str
     level: str | None = None
+
+    def bind(self, catalog: Catalog) -> BoundQuery:
+        """The query parsed and bound against ``catalog``, once for all its users."""
+        return bound_query(self.query, catalog, f"query {self.id}")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ left-deep chain of binary joins; aggregates become Σ over the first input's win
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from streamwarden.catalog.model import Catalog, StreamDef
 from streamwarden.errors import BindError, SourceText, Span
@@ -27,12 +27,34 @@ from streamwarden.language.parser import parse_query
 from streamwarden.plan import expr as E
 from streamwarden.plan.nodes import AggCall, Aggregate, Filter, Join, Node, Project, Source, render_tree
 
-__all__ = ["bind_query", "parse_query", "render_tree"]
+__all__ = ["BoundQuery", "bind_query", "bind_text", "bound_query", "parse_query", "render_tree"]
 
 
 def bind_query(query: ast.Query, catalog: Catalog) -> Node:
     """Turn a parsed query into a plan; raises :class:`BindError` naming line and column."""
     return _QueryBinder(query, catalog).bind()
+
+
+@dataclass(frozen=True)
+class BoundQuery:
+    """A query parsed and bound once: its text, its plan, and what ``ON RESULT`` publishes.
+    The security passes take it for every user of a registered query."""
+
+    text: str
+    plan: Node
+    on_result: tuple[object, ...] = ()
+
+
+def bound_query(text: str, catalog: Catalog, name: str = "query") -> BoundQuery:
+    """Parse and bind ``text``; errors name ``name``, line and column.
+
+        >>> from streamwarden.catalog.loader import load_catalog
+        >>> bound = bound_query("SELECT SID FROM Position", load_catalog("examples/drill.yaml"))
+        >>> type(bound.plan).__name__, bound.on_result
+        ('Project', ())
+    """
+    parsed = parse_query(text, name)
+    return BoundQuery(text, bind_query(parsed, catalog), parsed.on_result)
 
 
 class _QueryBinder:

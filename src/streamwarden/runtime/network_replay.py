@@ -27,12 +27,11 @@ from streamwarden.catalog.model import Catalog
 from streamwarden.engine.compiler import EVENT
 from streamwarden.engine.execute import Job, build_job, earliest_result_time, input_errors, ordered_lines
 from streamwarden.engine.sinks import write_lines
-from streamwarden.language.parser import parse_query
 from streamwarden.names import check_name, private_dir, safe_path
 from streamwarden.catalog.registry import AccessChange, RegisteredQuery, grant_intervals
 from streamwarden.security.passes import SecurityOptions, secure
 from streamwarden.security.punctuation.spgen import spgen_lines
-from streamwarden.plan.nodes import Node
+from streamwarden.plan.nodes import Node, sources
 
 
 def replay_network(spark: SparkSession, catalog: Catalog, queries: Sequence[RegisteredQuery],
@@ -43,7 +42,8 @@ def replay_network(spark: SparkSession, catalog: Catalog, queries: Sequence[Regi
     written: dict[tuple[str, str], int] = {}
     for q in queries:
         options = SecurityOptions(level=q.level, grants_decide=True)
-        used = {s.stream: inputs[s.stream] for s in parse_query(q.query).sources if s.stream in inputs} or inputs
+        bound = q.bind(catalog)  # once for all its users
+        used = {s.stream: inputs[s.stream] for s in sources(bound.plan) if s.stream in inputs} or inputs
         compiled: dict[tuple[tuple[str, Node], ...], tuple[DataFrame | None, Job]] = {}  # equal graphs: one job
         for user in q.users:
             periods = grant_intervals(changes, q.id, user)
@@ -52,7 +52,7 @@ def replay_network(spark: SparkSession, catalog: Catalog, queries: Sequence[Regi
             private_dir(target.parent, tighten=True)  # the user's folder: its owner's only (0700)
             frame, job = None, None
             if periods:
-                rewriting = secure(catalog, user, q.query, options)
+                rewriting = secure(catalog, user, bound, options)
                 key = tuple((g.id, g.root) for g in rewriting.deployed)
                 if key not in compiled:
                     built = build_job(spark, catalog, rewriting, used, streaming=False, event_time=True)

@@ -84,9 +84,14 @@ def plan_network(catalog: Catalog, queries: Sequence[RegisteredQuery], *, latene
     denials: list[Denial] = []
     for q in queries:
         options = SecurityOptions(level=q.level, grants_decide=True)
+        try:
+            bound = q.bind(catalog)  # once for all its users
+        except StreamwardenError as exc:  # a new catalog the stored query no longer binds against
+            denials += [Denial(q.id, user, str(exc).splitlines()[0]) for user in q.users]
+            continue
         for user in q.users:
             try:
-                rewriting = secure(catalog, user, q.query, options)
+                rewriting = secure(catalog, user, bound, options)
             except StreamwardenError as exc:  # e.g. not cleared for the query's level
                 denials.append(Denial(q.id, user, str(exc).splitlines()[0]))
                 continue

@@ -21,8 +21,7 @@ from dataclasses import dataclass, replace
 
 from streamwarden.catalog.model import Catalog
 from streamwarden.errors import AuthorizationError
-from streamwarden.language.binder import bind_query
-from streamwarden.language.parser import parse_query
+from streamwarden.language.binder import BoundQuery, bound_query
 from streamwarden.security.levels.guard import level_pass, query_level
 from streamwarden.catalog.lattice import Level
 from streamwarden.plan.nodes import Node, sources
@@ -40,8 +39,10 @@ class SecurityOptions:
     grants_decide: bool = False  # per-query grants guard the query (a shared network): see rewrite()
 
 
-def secure(catalog: Catalog, user: str, query: str | Node, options: SecurityOptions | None = None) -> Rewriting:
-    """Run every security pass: the authorized graphs ``user`` may run for ``query``.
+def secure(catalog: Catalog, user: str, query: str | BoundQuery | Node,
+           options: SecurityOptions | None = None) -> Rewriting:
+    """Run every security pass: the authorized graphs ``user`` may run for ``query`` (its
+    text, or bound once with :func:`~streamwarden.language.binder.bound_query` for many users).
 
     A query with ``ON RESULT (INSERT SP ...)`` re-publishes its results under a new
     policy (delegation, Nehme et al. section 4.4): it may only use what the providers
@@ -53,11 +54,11 @@ def secure(catalog: Catalog, user: str, query: str | Node, options: SecurityOpti
     check_user(catalog, user)
     level = query_level(catalog, user, options.level)
     if isinstance(query, str):
-        parsed = parse_query(query)
-        on_result = parsed.on_result
-        plan = bind_query(parsed, catalog)
-        rewriting = replace(rewrite(catalog, user, plan, grants_decide=options.grants_decide), query=query,
-                            on_result=on_result)
+        query = bound_query(query, catalog)
+    if isinstance(query, BoundQuery):
+        on_result = query.on_result
+        rewriting = replace(rewrite(catalog, user, query.plan, grants_decide=options.grants_decide),
+                            query=query.text, on_result=on_result)
     else:
         rewriting = rewrite(catalog, user, query, grants_decide=options.grants_decide)
     if on_result:

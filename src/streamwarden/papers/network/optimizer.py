@@ -101,9 +101,10 @@ def shared_network(catalog: Catalog, queries: Sequence[RegisteredQuery]) -> Shar
     for q in queries:
         options = SecurityOptions(level=q.level, grants_decide=True)
         groups: dict[tuple[AuthorizedGraph, ...], list[str]] = {}
+        bound = q.bind(catalog)  # once for all its users
         for user in q.users:
             try:
-                deployed = secure(catalog, user, q.query, options).deployed
+                deployed = secure(catalog, user, bound, options).deployed
             except StreamwardenError:  # e.g. not cleared for the query's level: like no policy, nothing
                 deployed = ()
             graphs = tuple(replace(g, root=canonical(g.root)) for g in deployed)
