@@ -15,7 +15,7 @@ from conftest import ts, write_jsonl
 from streamwarden import api
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import sqlite_url
-from streamwarden.engine.execute import read_sink
+from streamwarden.engine.sinks import read_sink
 from streamwarden.plan.nodes import Shield, walk
 
 pytestmark = pytest.mark.spark
