@@ -45,7 +45,7 @@ class BoundQuery:
     on_result: tuple[object, ...] = ()
 
 
-def bound_query(text: str, catalog: Catalog, name: str = "query") -> BoundQuery:
+def bound_query(text: str, catalog: Catalog, name: str = "<query>") -> BoundQuery:
     """Parse and bind ``text``; errors name ``name``, line and column.
 
         >>> from streamwarden.catalog.loader import load_catalog
