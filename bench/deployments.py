@@ -28,8 +28,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamwarden import api
 from streamwarden.catalog.model import Catalog
-from streamwarden.catalog.store import sqlite_url
 from streamwarden.catalog.registry import RegisteredQuery
+from streamwarden.catalog.store import sqlite_url
 from streamwarden.runtime.network import NetworkRuntime
 
 from bench.network_workload import grant_all

@@ -44,9 +44,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.catalog.registry import load_queries_text
 from streamwarden.datagen.cloud import message_log
 from streamwarden.datagen.punctuated import health_records
-from streamwarden.catalog.registry import load_queries_text
 
 from bench.cost_meter import CostMeter
 from bench.deployments import Deployment, start_network, start_plain

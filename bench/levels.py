@@ -46,14 +46,14 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from streamwarden.api import run_levels
+from streamwarden.catalog.lattice import BOTTOM, Lattice, Level
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.store import sqlite_url
 from streamwarden.datagen.cloud import message_log, write_message_log
 from streamwarden.engine.execute import build_job, output_frame, unsecured_frame
-from streamwarden.language.parser import parse_query
-from streamwarden.catalog.lattice import BOTTOM, Lattice, Level
 from streamwarden.engine.levels.processors import LevelQuery
+from streamwarden.language.parser import parse_query
 from streamwarden.security.passes import SecurityOptions, secure
 from streamwarden.security.rewrite.algorithm import AuthorizedGraph, Rewriting
 

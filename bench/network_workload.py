@@ -35,9 +35,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.model import Catalog
-from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.registry import RegisteredQuery, load_queries_text
 
 START = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)

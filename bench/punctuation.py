@@ -41,9 +41,9 @@ from pyspark.sql import functions as F
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.execute import build_job, unsecured_frame
-from streamwarden.security.passes import SecurityOptions, secure
-from streamwarden.plan.nodes import Shield, walk
 from streamwarden.engine.shield.reader import shielded_input
+from streamwarden.plan.nodes import Shield, walk
+from streamwarden.security.passes import SecurityOptions, secure
 from streamwarden.security.rewrite.algorithm import Rewriting
 
 from bench import punctuation_workload as W

@@ -26,9 +26,9 @@ from streamwarden.datagen.punctuated import (
     write_health,
     write_jsonl,
 )
-from streamwarden.language.expressions import parse_timestamp
-from streamwarden.engine.shield.files import punctuated_files
 from streamwarden.catalog.punctuations import SpPolicy, sp_from_record
+from streamwarden.engine.shield.files import punctuated_files
+from streamwarden.language.expressions import parse_timestamp
 from streamwarden.language.patterns import parse_pattern
 from streamwarden.security.punctuation.shield import Shield, visible_attributes
 

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from streamwarden.catalog.lattice import Lattice, LevelError
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.errors import CatalogError
 from streamwarden.language.binder import bind_text
-from streamwarden.catalog.lattice import Lattice, LevelError
 
 LATTICE = Lattice.of({"COI1": ["1", "2"], "COI2": ["A", "B", "C"]})
 ALL = list(LATTICE.levels())

@@ -11,8 +11,8 @@ from streamwarden import api
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import sqlite_url
 from streamwarden.datagen.cloud import message_log
-from streamwarden.engine.sinks import read_sink
 from streamwarden.engine.levels.processors import LevelQuery, read_query_output
+from streamwarden.engine.sinks import read_sink
 
 pytestmark = pytest.mark.spark
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.store import sqlite_url
 from streamwarden.cli.main import main
-from streamwarden.catalog.authorization import AuthorizationServer
 
 CATALOG = """
 lattice: {classes: {COI1: ["1", "2"]}}

@@ -26,12 +26,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from streamwarden.catalog.loader import load_catalog_text
-from streamwarden.catalog.store import sqlite_url
 from streamwarden.catalog.authorization import AuthorizationServer
+from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.registry import RegisteredQuery, load_queries_text
-from streamwarden.runtime.network_replay import replay_network
+from streamwarden.catalog.store import sqlite_url
 from streamwarden.runtime.network import NetworkRuntime, read_user_rows
+from streamwarden.runtime.network_replay import replay_network
 
 pytestmark = pytest.mark.spark
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.catalog.registry import RegisteredQuery, load_queries_text
 from streamwarden.cli.main import main
 from streamwarden.papers.network.optimizer import shared_network
-from streamwarden.catalog.registry import RegisteredQuery, load_queries_text
 from streamwarden.papers.network.switches import place_switches
 
 CATALOG = load_catalog_text("""

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.catalog.registry import AccessChange, grant_intervals, load_access, load_queries_text
 from streamwarden.cli.main import main
 from streamwarden.errors import CatalogError, InputError
-from streamwarden.catalog.registry import AccessChange, grant_intervals, load_access, load_queries_text
 from streamwarden.runtime.network_replay import replay_network
 
 CATALOG = """

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.catalog.registry import load_queries_text
 from streamwarden.catalog.store import sqlite_url
 from streamwarden.errors import StreamwardenError
-from streamwarden.catalog.authorization import AuthorizationServer
-from streamwarden.catalog.registry import load_queries_text
-from streamwarden.runtime.network_replay import replay_network
 from streamwarden.runtime.network import NetworkRuntime, read_status, read_user_rows
+from streamwarden.runtime.network_replay import replay_network
 
 pytestmark = pytest.mark.spark
 

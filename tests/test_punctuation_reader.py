@@ -8,9 +8,9 @@ import pytest
 
 from conftest import ts
 from streamwarden.catalog.model import StreamDef
-from streamwarden.errors import InputError
 from streamwarden.engine.execute import input_errors
 from streamwarden.engine.shield.reader import read_punctuated, shielded_input
+from streamwarden.errors import InputError
 
 pytestmark = pytest.mark.spark
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamwarden.catalog.punctuations import sp
 from streamwarden.errors import UnsupportedError
 from streamwarden.security.punctuation.encode import MalformedSp, SpEncoder, SpText
-from streamwarden.catalog.punctuations import sp
 
 ATTRIBUTES = ("ts", "Patient_id", "Beats_per_min", "Ward")
 NAMES = st.sampled_from(["GP", "C", "D", "ND", "1", "1.0", "2", "HeartRate", "Ward", "Beats_per_min", "Patient_id"])

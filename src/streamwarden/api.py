@@ -19,21 +19,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.loader import load_catalog
 from streamwarden.catalog.model import Catalog
+from streamwarden.catalog.registry import RegisteredQuery
 from streamwarden.catalog.store import CatalogStore
 from streamwarden.engine.execute import build_job, check_inputs, replay_rows
-from streamwarden.engine.sinks import start_stream, write_replay
-from streamwarden.engine.session import get_spark
-from streamwarden.security.levels.guard import check_write
 from streamwarden.engine.levels.processors import LevelProcessor, LevelQuery, start_processors
+from streamwarden.engine.session import get_spark
+from streamwarden.engine.sinks import start_stream, write_replay
 from streamwarden.names import check_name, check_names
-from streamwarden.security.passes import SecurityOptions, secure
 from streamwarden.plan.nodes import sources
-from streamwarden.catalog.authorization import AuthorizationServer
-from streamwarden.catalog.registry import RegisteredQuery
-from streamwarden.security.rewrite.algorithm import Rewriting
 from streamwarden.runtime.network import NetworkRuntime, default_checkpoint_root
+from streamwarden.security.levels.guard import check_write
+from streamwarden.security.passes import SecurityOptions, secure
+from streamwarden.security.rewrite.algorithm import Rewriting
 
 if TYPE_CHECKING:  # pyspark lives in the engine and the runtime; the API only passes sessions on
     from pyspark.sql import SparkSession

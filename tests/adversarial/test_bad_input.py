@@ -23,13 +23,13 @@ from streamwarden.errors import BindError, CatalogError, InputError, QuerySyntax
 from streamwarden.language.binder import bind_text
 from streamwarden.language.parser import (MAX_CHAIN_TERMS, MAX_HEIGHT, MAX_NESTING, MAX_TEXT_CHARS, parse_duration,
                                           parse_query)
+from streamwarden.catalog.punctuations import sp_from_record
 from streamwarden.catalog.registry import load_access, load_queries, load_queries_text
-from streamwarden.security.passes import secure
+from streamwarden.engine.shield.reader import shielded_input
 from streamwarden.plan import expr as E
 from streamwarden.plan.nodes import Filter, walk
 from streamwarden.records import record_lines
-from streamwarden.catalog.punctuations import sp_from_record
-from streamwarden.engine.shield.reader import shielded_input
+from streamwarden.security.passes import secure
 
 DRILL = DRILL_CATALOG.read_text()
 DRILL_CAT = load_catalog_text(DRILL, "drill.yaml")

@@ -16,8 +16,8 @@ from conftest import ts, write_jsonl
 from streamwarden import api
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.errors import CatalogError
-from streamwarden.security.passes import secure
 from streamwarden.plan.nodes import SecureView, render_tree, walk
+from streamwarden.security.passes import secure
 from streamwarden.security.rewrite.instantiate import granted_attributes, instantiate
 
 STREAMS = """

@@ -36,18 +36,18 @@ from pyspark.sql import functions as F
 
 from conftest import ts, write_jsonl
 from streamwarden import api
+from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.model import Catalog
+from streamwarden.catalog.registry import AccessChange, load_queries_text
 from streamwarden.catalog.store import sqlite_url
 from streamwarden.engine.execute import build_job, replay_rows
 from streamwarden.engine.sinks import read_sink, start_stream
 from streamwarden.errors import InputError
-from streamwarden.catalog.authorization import AuthorizationServer
-from streamwarden.catalog.registry import AccessChange, load_queries_text
-from streamwarden.runtime.network_replay import replay_network
-from streamwarden.runtime.network import NetworkRuntime, read_user_rows
-from streamwarden.security.passes import SecurityOptions, secure
 from streamwarden.plan.nodes import Shield, walk
+from streamwarden.runtime.network import NetworkRuntime, read_user_rows
+from streamwarden.runtime.network_replay import replay_network
+from streamwarden.security.passes import SecurityOptions, secure
 from streamwarden.security.rewrite.algorithm import Rewriting
 
 pytestmark = pytest.mark.spark

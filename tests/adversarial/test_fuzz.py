@@ -22,12 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamwarden.catalog.loader import load_catalog, load_catalog_text
+from streamwarden.catalog.punctuations import SpPolicy, sp_from_record
 from streamwarden.errors import StreamwardenError
 from streamwarden.language.insert_sp import parse_insert_sp
 from streamwarden.language.parser import MAX_CHAIN_TERMS, MAX_NESTING
-from streamwarden.security.passes import SecurityOptions, secure
-from streamwarden.catalog.punctuations import SpPolicy, sp_from_record
 from streamwarden.language.patterns import parse_pattern
+from streamwarden.security.passes import SecurityOptions, secure
 
 FUZZ = settings(max_examples=250, deadline=2000, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

@@ -17,10 +17,10 @@ import pytest
 
 from streamwarden import api
 from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.catalog.registry import RegisteredQuery, load_queries_text
 from streamwarden.cli.main import main
 from streamwarden.errors import CatalogError
 from streamwarden.names import InvalidName, UnsafePath, check_name, safe_path
-from streamwarden.catalog.registry import RegisteredQuery, load_queries_text
 
 CATALOG = """\
 streams:

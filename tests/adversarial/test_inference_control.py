@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from streamwarden import api
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.errors import CatalogError
-from streamwarden.security.passes import secure
 from streamwarden.plan.nodes import Aggregate, walk
+from streamwarden.security.passes import secure
 
 CATALOG = """
 streams:

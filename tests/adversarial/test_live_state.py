@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from conftest import write_jsonl
+from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.catalog.registry import load_queries_text
 from streamwarden.catalog.store import CatalogStore, UnknownName, sqlite_url
 from streamwarden.cli.main import main
-from streamwarden.catalog.authorization import AuthorizationServer
-from streamwarden.catalog.registry import load_queries_text
 
 CATALOG = """\
 streams:

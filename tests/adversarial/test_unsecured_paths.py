@@ -18,8 +18,8 @@ from conftest import ts, write_jsonl
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.engine.execute import build_job, read_relations
 from streamwarden.errors import UnsupportedError
-from streamwarden.security.passes import secure
 from streamwarden.plan.nodes import LevelGuard, Node, Shield, transform
+from streamwarden.security.passes import secure
 from streamwarden.security.rewrite.algorithm import rewrite
 
 pytestmark = pytest.mark.spark

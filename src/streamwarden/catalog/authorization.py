@@ -45,11 +45,11 @@ from typing import TYPE_CHECKING, Iterable
 from sqlalchemy import (Boolean, Column, DateTime, Engine, Integer, MetaData, String, Table, Text, delete, inspect,
                         insert, select, text, update)
 
+from streamwarden.catalog.registry import AccessChange, RegisteredQuery
 from streamwarden.catalog.store import CatalogStore, UnknownName, _utc
 from streamwarden.errors import StreamwardenError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import check_name, open_private, private_dir
-from streamwarden.catalog.registry import AccessChange, RegisteredQuery
 
 if TYPE_CHECKING:
     from streamwarden.catalog.model import Catalog

@@ -27,14 +27,14 @@ from typing import Any
 
 import yaml
 
+from streamwarden.catalog.lattice import Lattice, LevelError, LevelSource
 from streamwarden.catalog.model import PRIVILEGES, TYPES, Action, Catalog, Policy, Role, StreamDef, TimeBound, User
+from streamwarden.catalog.punctuations import sp_from_record
 from streamwarden.errors import CatalogError, SourceError, SourceText, Span, StreamwardenError
 from streamwarden.language import ast
 from streamwarden.language.expressions import Scope, bind_expression, parse_timestamp
 from streamwarden.language.parser import MAX_DURATION_SECONDS, MIN_DURATION_SECONDS, parse_duration, parse_expression
-from streamwarden.catalog.lattice import Lattice, LevelError, LevelSource
 from streamwarden.names import check_catalog_names
-from streamwarden.catalog.punctuations import sp_from_record
 
 Path_ = tuple[object, ...]
 

@@ -23,8 +23,8 @@ from typing import Iterable, Mapping
 
 from streamwarden.errors import InputError, StreamwardenError
 from streamwarden.language.expressions import parse_timestamp
-from streamwarden.plan.expr import format_timestamp
 from streamwarden.language.patterns import Pattern, parse_pattern
+from streamwarden.plan.expr import format_timestamp
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 

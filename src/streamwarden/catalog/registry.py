@@ -36,8 +36,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import yaml
 
-from streamwarden.catalog.loader import compose_yaml, read_text_file
 from streamwarden.catalog.lattice import query_level
+from streamwarden.catalog.loader import compose_yaml, read_text_file
 from streamwarden.catalog.model import Catalog
 from streamwarden.errors import CatalogError, InputError, SourceText, Span, StreamwardenError
 from streamwarden.language.binder import BoundQuery, bind_query, bound_query

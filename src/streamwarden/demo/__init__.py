@@ -29,13 +29,13 @@ from rich.table import Table
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import CatalogStore, sqlite_url
 from streamwarden.datagen import generate_drill
-from streamwarden.engine.execute import build_job, unsecured_frame
-from streamwarden.engine.sinks import read_sink, start_stream
 from streamwarden.demo.cloud import run_cloud_demo
 from streamwarden.demo.health import run_health_demo
 from streamwarden.demo.network import run_network_demo
 from streamwarden.demo.quiet import start_spark, step
 from streamwarden.demo.samples import NAMES, write_samples
+from streamwarden.engine.execute import build_job, unsecured_frame
+from streamwarden.engine.sinks import read_sink, start_stream
 from streamwarden.security.passes import secure
 
 QUERIES = [

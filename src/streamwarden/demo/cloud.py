@@ -19,13 +19,13 @@ from rich.console import Console
 from rich.table import Table
 
 from streamwarden.api import run_levels
+from streamwarden.catalog.lattice import Lattice
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import sqlite_url
 from streamwarden.datagen.cloud import CloudAudit, message_log
-from streamwarden.engine.session import get_spark
-from streamwarden.catalog.lattice import Lattice
-from streamwarden.engine.levels.processors import LevelQuery, read_query_output
 from streamwarden.demo.quiet import step
+from streamwarden.engine.levels.processors import LevelQuery, read_query_output
+from streamwarden.engine.session import get_spark
 
 SEND_B = 'msgType = "send" AND receiver = "CompanyB"'
 QUERIES = [

@@ -20,10 +20,10 @@ from rich.table import Table
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import CatalogStore, sqlite_url
 from streamwarden.datagen.punctuated import health_records, write_jsonl
-from streamwarden.engine.execute import build_job, unsecured_frame
-from streamwarden.engine.sinks import read_sink, start_stream
-from streamwarden.engine.session import get_spark
 from streamwarden.demo.quiet import step
+from streamwarden.engine.execute import build_job, unsecured_frame
+from streamwarden.engine.session import get_spark
+from streamwarden.engine.sinks import read_sink, start_stream
 from streamwarden.explain import shields_of
 from streamwarden.security.passes import secure
 

@@ -25,16 +25,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from streamwarden.catalog.loader import load_catalog_text
-from streamwarden.catalog.store import CatalogStore, sqlite_url
-from streamwarden.engine.session import get_spark
 from streamwarden.catalog.authorization import AuthorizationServer
+from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.catalog.registry import load_queries_text
+from streamwarden.catalog.store import CatalogStore, sqlite_url
+from streamwarden.demo.quiet import step
+from streamwarden.engine.session import get_spark
 from streamwarden.papers.network.draw import draw
 from streamwarden.papers.network.optimizer import network_text, shared_network
-from streamwarden.catalog.registry import load_queries_text
 from streamwarden.papers.network.switches import place_switches
 from streamwarden.runtime.network import NetworkRuntime
-from streamwarden.demo.quiet import step
 
 START = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 FILES = 3

@@ -28,17 +28,17 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from streamwarden.catalog.lattice import Lattice
+from streamwarden.engine.levels.columns import ROW_LEVEL, lub, lub_from_parts, lub_of_group, visible_at
 from streamwarden.errors import UnsupportedError
 from streamwarden.language.ast import Window
 from streamwarden.plan import expr as E
-from streamwarden.engine.levels.columns import ROW_LEVEL, lub, lub_from_parts, lub_of_group, visible_at
-from streamwarden.catalog.lattice import Lattice
 from streamwarden.plan.nodes import (AggCall, Aggregate, Filter, Join, LevelGuard, Node, Project, SecureView, Shield,
                                      Source, sources, walk)
-from streamwarden.engine.shield.decide import GOVERNING, access_mask, combined_mask, has_bit, server_mask
-from streamwarden.engine.shield.kernel import GOV
 from streamwarden.engine import rows
 from streamwarden.engine.columns import SPARK_TYPES, compile_expr, physical_name
+from streamwarden.engine.shield.decide import GOVERNING, access_mask, combined_mask, has_bit, server_mask
+from streamwarden.engine.shield.kernel import GOV
 
 POLICIES = "_policies"
 BUCKET = "__time_bucket"

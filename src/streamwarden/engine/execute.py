@@ -19,18 +19,18 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from streamwarden.catalog.lattice import Lattice, Level
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.actions import actions_frame
 from streamwarden.engine.columns import physical_name
 from streamwarden.engine.compiler import EVENT, POLICIES, Inputs, action_names, compile_graph
+from streamwarden.engine.levels.columns import ROW_LEVEL, level_text
+from streamwarden.engine.levels.shepherd import guarded
+from streamwarden.engine.shield.reader import shielded_input, unshielded_input
 from streamwarden.engine.sources import as_relation, ordered_input, read_input
 from streamwarden.errors import InputError, UnsupportedError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.plan.nodes import Aggregate, LevelGuard, Node, Shield, sources, walk
-from streamwarden.engine.levels.columns import ROW_LEVEL, level_text
-from streamwarden.catalog.lattice import Lattice, Level
-from streamwarden.engine.levels.shepherd import guarded
-from streamwarden.engine.shield.reader import shielded_input, unshielded_input
 from streamwarden.security.punctuation.spgen import spgen_lines
 from streamwarden.security.rewrite.algorithm import AuthorizedGraph, Rewriting
 

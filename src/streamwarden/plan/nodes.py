@@ -20,8 +20,8 @@ from functools import cached_property
 from typing import Callable, ClassVar, Iterator
 
 from streamwarden.language.ast import Window
-from streamwarden.plan.hashing import cached_hash
 from streamwarden.plan import expr as E
+from streamwarden.plan.hashing import cached_hash
 
 
 @dataclass(frozen=True)

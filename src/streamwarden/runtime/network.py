@@ -56,22 +56,22 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.model import Catalog
+from streamwarden.catalog.registry import AccessChange, RegisteredQuery, grant_intervals
 from streamwarden.catalog.store import CatalogStore
 from streamwarden.engine.compiler import EVENT
 from streamwarden.engine.execute import build_job, check_inputs, iso_timestamp, python_state
-from streamwarden.runtime.runner import StreamsRunner
 from streamwarden.engine.sinks import check_checkpoint, committed_batches, read_parts, start_writer, stream_writer
 from streamwarden.errors import InputError, StreamwardenError, UnsupportedError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import check_name, make_private, open_private, private_dir, safe_path
-from streamwarden.catalog.authorization import AuthorizationServer
-from streamwarden.catalog.registry import AccessChange, RegisteredQuery, grant_intervals
-from streamwarden.runtime.network_replay import within_periods
 from streamwarden.plan.nodes import sources
+from streamwarden.runtime.network_replay import within_periods
+from streamwarden.runtime.plan import NetworkPlan, Pipeline, plan_network
+from streamwarden.runtime.runner import StreamsRunner
 from streamwarden.security.punctuation.generate import policy_from_statements
 from streamwarden.security.punctuation.spgen import spgen_lines
-from streamwarden.runtime.plan import NetworkPlan, Pipeline, plan_network
 
 EARLIEST = "_earliest"  # ON RESULT: a row's earliest result timestamp (SPGen's date)
 MARKER = ".streamwarden-network"  # in the output folder: which checkpoint root writes into it

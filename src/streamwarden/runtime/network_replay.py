@@ -24,14 +24,14 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamwarden.catalog.model import Catalog
+from streamwarden.catalog.registry import AccessChange, RegisteredQuery, grant_intervals
 from streamwarden.engine.compiler import EVENT
 from streamwarden.engine.execute import Job, build_job, earliest_result_time, input_errors, ordered_lines
 from streamwarden.engine.sinks import write_lines
 from streamwarden.names import check_name, private_dir, safe_path
-from streamwarden.catalog.registry import AccessChange, RegisteredQuery, grant_intervals
+from streamwarden.plan.nodes import Node, sources
 from streamwarden.security.passes import SecurityOptions, secure
 from streamwarden.security.punctuation.spgen import spgen_lines
-from streamwarden.plan.nodes import Node, sources
 
 
 def replay_network(spark: SparkSession, catalog: Catalog, queries: Sequence[RegisteredQuery],

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from streamwarden.catalog.model import Catalog
-from streamwarden.errors import StreamwardenError
 from streamwarden.catalog.registry import RegisteredQuery
+from streamwarden.errors import StreamwardenError
 from streamwarden.security.rewrite.algorithm import Rewriting
 
 

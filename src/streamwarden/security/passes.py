@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from streamwarden.catalog.lattice import Level
 from streamwarden.catalog.model import Catalog
 from streamwarden.errors import AuthorizationError
 from streamwarden.language.binder import BoundQuery, bound_query
-from streamwarden.security.levels.guard import level_pass, query_level
-from streamwarden.catalog.lattice import Level
 from streamwarden.plan.nodes import Node, sources
+from streamwarden.security.levels.guard import level_pass, query_level
 from streamwarden.security.punctuation.placement import shield_pass
 from streamwarden.security.rewrite.algorithm import Rewriting, check_user, rewrite
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from streamwarden.catalog.lattice import Lattice, Level, LevelSource
 from streamwarden.catalog.model import StreamDef
 from streamwarden.engine.levels.columns import shepherd_level, unknown_source, visible_at
-from streamwarden.catalog.lattice import Lattice, Level, LevelSource
 
 LEVEL = "level"
 

@@ -21,8 +21,8 @@ from typing import Iterable, Sequence
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from streamwarden.engine.shield.columns import pattern_column
 from streamwarden.catalog.punctuations import SecurityPunctuation
+from streamwarden.engine.shield.columns import pattern_column
 
 #: Schema of one encoded SP (the shield's ``_gov`` is a JSON array of these).
 SP_CODE = ("struct<p:boolean,i:boolean,g:boolean,m:bigint,k:string,ls:string,hs:string,"

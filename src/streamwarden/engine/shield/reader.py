@@ -28,10 +28,10 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 
 from streamwarden.catalog.model import StreamDef
 from streamwarden.engine.columns import SPARK_TYPES
-from streamwarden.engine.sources import CORRUPT, arrival_place, catalog_schema, time_out_of_range
 from streamwarden.engine.shield.decide import sp_problem
 from streamwarden.engine.shield.files import punctuated_lines
 from streamwarden.engine.shield.kernel import GOV, SP_TEXT, ContinuousShield, ShieldConfig, replay_shield
+from streamwarden.engine.sources import CORRUPT, arrival_place, catalog_schema, time_out_of_range
 
 _SP_FIELDS = StructType([
     StructField("kind", StringType()), StructField("streams", StringType()), StructField("tuples", StringType()),

@@ -29,9 +29,9 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from streamwarden.catalog.model import Catalog
+from streamwarden.catalog.registry import RegisteredQuery
 from streamwarden.errors import StreamwardenError, UnsupportedError
 from streamwarden.papers.network.dag import Network, NetworkBuilder
-from streamwarden.catalog.registry import RegisteredQuery
 from streamwarden.papers.network.switches import PlacedNetwork
 from streamwarden.plan import expr as E
 from streamwarden.plan.nodes import (AggCall, Aggregate, Filter, Join, LevelGuard, Node, Project, SecureView, Shield,

@@ -24,9 +24,9 @@ exactly (the restricted ★-property).
 
 from __future__ import annotations
 
+from streamwarden.catalog.lattice import Level, LevelSource, query_level
 from streamwarden.catalog.model import Catalog
 from streamwarden.errors import AuthorizationError
-from streamwarden.catalog.lattice import Level, LevelSource, query_level
 from streamwarden.plan.nodes import LevelGuard, Node, Source, transform
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Sequence
 
-from streamwarden.language.insert_sp import InsertSp
 from streamwarden.catalog.punctuations import SecurityPunctuation
+from streamwarden.language.insert_sp import InsertSp
 from streamwarden.language.patterns import Constant, Wildcard
 
 

@@ -33,9 +33,9 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from streamwarden.catalog.punctuations import SpPolicy, combine, sp_from_record
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.plan.expr import format_timestamp
-from streamwarden.catalog.punctuations import SpPolicy, combine, sp_from_record
 
 
 class PolicyPart(Protocol):
