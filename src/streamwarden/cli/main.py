@@ -4,14 +4,16 @@ Commands: ``check`` (validate a catalog and load it into the store), ``explain``
 (authorized graphs, policies, Spark SQL, refusals), ``replay`` (run over recorded
 files), ``run`` (continuous, checkpointed), ``action`` (start/stop/retarget an action
 in the live store), ``grant``/``revoke`` and ``network`` (shared networks), ``sp``,
-``demo`` and ``bench``. Every command that starts Spark (``explain``, ``replay``, ``run``,
-``network replay``, ``network run``, ``demo``) takes ``--master URL`` and ``--conf
-KEY=VALUE`` (:mod:`streamwarden.engine.session`).
+``token`` (the service's bearer tokens), ``audit`` (verify or print the audit trail),
+``demo`` and ``bench``. Every command that starts Spark (``explain``, ``replay``,
+``run``, ``network replay``, ``network run``, ``demo``) takes ``--master URL`` and
+``--conf KEY=VALUE`` (:mod:`streamwarden.engine.session`).
 
 Errors print one line on stderr naming what is wrong and where: exit status 2 for bad
 input (a file, a record, an argument, a name that exists nowhere); 3 for anything
 unexpected (one line, ``--debug`` prints the trace); 130 when interrupted (Ctrl-C stops
-a running query cleanly, keeping what it committed). Every file the CLI creates is
+a running query cleanly, keeping what it committed). ``audit verify`` exits 1 when it
+finds the trail tampered with: a finding, not a usage error. Every file the CLI creates is
 private to its owner: the process umask is 077 (Spark starts with it, see
 :mod:`streamwarden.engine.session`).
 """
@@ -26,7 +28,7 @@ import traceback
 import warnings
 from pathlib import Path
 from contextlib import nullcontext
-from typing import Any, ContextManager, Sequence
+from typing import Any, Callable, ContextManager, Sequence
 
 from streamwarden.catalog.store import STORE_HELP
 from streamwarden.errors import SourceError, StreamwardenError
@@ -230,6 +232,45 @@ def _parser() -> argparse.ArgumentParser:
     net_unregister.add_argument("--query", required=True, metavar="ID", help="the registered query's id")
     store_arg(net_unregister, "the network's store (must exist)")
 
+    token = command(sub, "token", "bearer tokens for the service (streamwarden serve): the store keeps only "
+                                  "their hashes")
+    token_sub = token.add_subparsers(dest="token_command", required=True, metavar="COMMAND")
+    for verb, text in (("create", "make a token for a user, or for a stream's provider; the token is the last "
+                                  "line of the output, shown this once"),
+                       ("revoke", "revoke every token of a user, or of a stream's provider (or of one of its "
+                                  "providers with --key)")):
+        tok = command(token_sub, verb, text)
+        holder = tok.add_mutually_exclusive_group(required=True)
+        holder.add_argument("--user", default=None, metavar="NAME", help="a user of the stored catalog")
+        holder.add_argument("--provider", default=None, metavar="STREAM",
+                            help="a stream of the stored catalog: the token may send its records")
+        tok.add_argument("--key", default=None, metavar="VALUE",
+                         help="with --provider, for a stream with punctuated_by: that provider's value of the "
+                              "attribute (its sub-stream), e.g. 7")
+        if verb == "create":
+            tok.add_argument("--admin", action="store_true", help="with --user: an administrator's token")
+            tok.add_argument("--expires", default=None, metavar="DURATION",
+                             help=f"how long it is valid: {DURATION}, e.g. '30 days', at most 366 days "
+                                  "(default: until revoked)")
+        store_arg(tok, "the store (must exist and hold the catalog)")
+
+    audit = command(sub, "audit", "the audit trail in the store: check it is intact, or print it")
+    audit_sub = audit.add_subparsers(dest="audit_command", required=True, metavar="COMMAND")
+    verify = command(audit_sub, "verify", "check the audit trail's hash chain: exit status 0 when intact, 1 "
+                                          "naming the first bad record when a record was changed, deleted or "
+                                          "moved (2 for a usage error such as a missing store)")
+    verify.add_argument("--anchor", default=None, metavar="SEQ:HASH",
+                        help="a head printed by an earlier verify and kept outside the store: the trail must "
+                             "still hold that record with that hash (catches a rewritten chain)")
+    store_arg(verify, "the store (must exist)")
+    show = command(audit_sub, "show", "print the audit trail, one line per record")
+    show.add_argument("--since", default=None, metavar="TIMESTAMP", help=f"only records at or after: {TIMESTAMP}")
+    show.add_argument("--principal", default=None, metavar="NAME",
+                      help="only this principal's records, e.g. user:ann or cli:root")
+    show.add_argument("--format", choices=("text", "json"), default="text",
+                      help="text (default) or json (one JSON object a line)")
+    store_arg(show, "the store (must exist)")
+
     command(sub, "bench", "run the benchmarks (same as make bench)")
     return parser
 
@@ -375,6 +416,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _access_change(args)
     if args.command == "sp":
         return _sp(args)
+    if args.command == "token":
+        return _token(args)
+    if args.command == "audit":
+        return _audit(args)
     if args.command == "demo":
         from streamwarden.demo import run_demo
 
@@ -660,6 +705,110 @@ def _sp(args: argparse.Namespace) -> int:
             raise StreamwardenError(f"--provider expects ATTR=VALUE, got {args.provider!r}")
         value = json.loads(raw) if raw.lstrip("-").replace(".", "", 1).isdigit() else raw
     print(sp_records_text(policy_from_statements(statements, ts, value), attribute), end="")
+    return 0
+
+
+def _token(args: argparse.Namespace) -> int:
+    """``token create`` / ``token revoke``: on a store with a catalog; audited, the token never."""
+    from streamwarden.catalog import identity
+    from streamwarden.catalog.store import CatalogStore
+    from streamwarden.names import check_name
+
+    if args.provider is not None:
+        check_name("stream", args.provider)  # before anything is written or audited
+    if args.key is not None:
+        if args.provider is None:
+            raise StreamwardenError("--key names one provider of a stream: use it with --provider STREAM")
+        identity.check_key_text(args.key)
+    creating = args.token_command == "create"
+    if creating and args.admin and args.provider is not None:
+        raise StreamwardenError("--admin makes an administrator's token: use it with --user, not --provider")
+    expires = identity.parse_expiry(args.expires) if creating and args.expires is not None else None
+    store = CatalogStore.existing(args.store)  # never creates one: a mistyped --store is an error
+    kind, name = ("user", args.user) if args.user is not None else ("provider", args.provider)
+    target = identity.subject_label(kind, name, args.key)
+    if not creating:
+        with _Audited(store, "token.revoke", target) as change:
+            count = (identity.revoke_tokens(store, args.user) if args.user is not None
+                     else identity.revoke_provider_tokens(store, args.provider, args.key))
+            change.detail["revoked"] = count
+        print(f"revoked {count} token{'' if count == 1 else 's'} of {target} in {store.url}")
+        return 0
+    with _Audited(store, "token.create", target) as change:
+        token = identity.create_token(store, args.user, admin=args.admin, expires=expires,
+                                      provider_stream=args.provider, provider_key=args.key)
+        token_id = identity.token_id(token)
+        change.detail.update(token_id=token_id, admin=args.admin, expires=args.expires)
+        change.undo = lambda: identity.revoke_token(store, token_id)  # a token made unaudited must not work
+    what = [f"id {token_id}"] + (["admin"] if args.admin else []) + [f"expires in {args.expires}" if expires
+                                                                     else "valid until revoked"]
+    print(f"created a token for {target} ({', '.join(what)}) in {store.url}; the token is shown this "
+          "once, as the last line of stdout", file=sys.stderr)
+    print(token)
+    return 0
+
+
+class _Audited:
+    """Runs a token change and records it in the audit trail: ``ok`` with its detail, or
+    ``refused`` (the error re-raised) when it raises a :class:`StreamwardenError`. When the
+    audit record cannot be written, the change is undone (``undo``) and the error raised."""
+
+    def __init__(self, store: Any, action: str, target: str):
+        import uuid
+
+        self.store, self.action, self.target = store, action, target
+        self.request = uuid.uuid4().hex
+        self.detail: dict[str, Any] = {}
+        self.undo: Callable[[], object] | None = None
+
+    def __enter__(self) -> "_Audited":
+        return self
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+        from streamwarden.catalog.audit import append
+
+        if exc is not None and not isinstance(exc, StreamwardenError):
+            return False  # unexpected: reported as such, nothing to record
+        outcome, detail = ("ok", self.detail) if exc is None else ("refused", {"error": type(exc).__name__})
+        try:
+            append(self.store, _cli_principal(), self.action, self.target, outcome, request_id=self.request,
+                   detail=detail)
+        except BaseException:
+            if exc is None and self.undo is not None:
+                self.undo()
+            raise
+        return False
+
+
+def _cli_principal() -> str:
+    """``cli:<OS user>``: who ran a command that changes identities, for the audit trail."""
+    import getpass
+
+    try:
+        name = getpass.getuser()
+    except Exception:  # no login name and no passwd entry (some containers)
+        name = f"uid{os.getuid()}" if hasattr(os, "getuid") else "unknown"
+    return "cli:" + ("".join(c for c in name if c.isprintable())[:64] or "unknown")
+
+
+def _audit(args: argparse.Namespace) -> int:
+    """``audit verify`` (exit 1 on a finding, not 2: the trail was tampered with, the command
+    was right) and ``audit show``."""
+    from streamwarden.catalog import audit
+    from streamwarden.catalog.store import default_store
+
+    if args.audit_command == "verify":
+        anchor = audit.parse_anchor(args.anchor) if args.anchor is not None else None
+        result = audit.verify(args.store or default_store(), anchor)
+        if not result.ok:
+            print(f"audit trail broken: {result.message}")
+            return EXIT_FAILURE
+        head = f"; head {result.head[0]}:{result.head[1]} (keep it elsewhere, check later with --anchor)" \
+            if result.head else ""
+        print(result.message + head)
+        return 0
+    for record in audit.records(args.store or default_store(), since=args.since, principal=args.principal):
+        print(json.dumps(record.to_json(), ensure_ascii=False) if args.format == "json" else record.line())
     return 0
 
 
