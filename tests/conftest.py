@@ -45,3 +45,11 @@ def write_jsonl(path: Path, records: Iterable[dict]) -> Path:
         for record in records:
             handle.write(json.dumps(record) + "\n")
     return path
+
+
+def until_idle(stream) -> None:  # type: ignore[no-untyped-def]
+    """Let a continuous query process everything its inputs hold, then stop it (no sleeps)."""
+    try:
+        stream.processAllAvailable()
+    finally:
+        stream.stop()

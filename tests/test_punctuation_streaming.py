@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ts, write_jsonl
+from conftest import ts, until_idle, write_jsonl
 from streamwarden import api
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import sqlite_url
@@ -53,10 +53,7 @@ def test_run_equals_replay_with_policies_changing_across_files_and_restarts(spar
     def run_until_idle() -> None:
         stream = api.run(CATALOG, "gina", query, {"HeartRate": incoming}, str(sink), checkpoint=checkpoint,
                          store_url=sqlite_url(tmp_path / "store.db"), spark=spark)
-        try:
-            stream.processAllAvailable()
-        finally:
-            stream.stop()
+        until_idle(stream)
 
     run_until_idle()
     # The shield's state comes back from the checkpoint: 121's new policy arrives in this
@@ -100,10 +97,7 @@ def test_scjoin_runs_continuously_with_a_shield_on_each_side(spark, tmp_path, st
     query = "SELECT A.k, B.k AS bk FROM A [RANGE 10 seconds], B [RANGE 10 seconds] WHERE A.dest = B.dest"
     stream = api.run(JOIN_CATALOG, "u", query, inputs, str(tmp_path / "sink"), checkpoint=tmp_path / "c",
                      store_url=sqlite_url(tmp_path / "s.db"), spark=spark, join_strategy=strategy)
-    try:
-        stream.processAllAvailable()
-    finally:
-        stream.stop()
+    until_idle(stream)
     streamed = read_sink(spark, tmp_path / "sink")
     replayed = api.replay(JOIN_CATALOG, "u", query, inputs, spark=spark, join_strategy=strategy)
     # B's first SP hides dest (so B.k 5 pairs with nothing); the second, with the same ts and sn,
@@ -136,10 +130,7 @@ def test_a_provider_with_only_sps_in_a_micro_batch_leaves_every_attribute_in_its
     query = "SELECT patient, ward, seen, ok, pulse FROM Vitals"
     stream = api.run(TYPED_CATALOG, "doc", query, {"Vitals": tmp_path / "in"}, str(tmp_path / "sink"),
                      checkpoint=tmp_path / "c", store_url=sqlite_url(tmp_path / "s.db"), spark=spark)
-    try:
-        stream.processAllAvailable()
-    finally:
-        stream.stop()
+    until_idle(stream)
     streamed = read_sink(spark, tmp_path / "sink")
     assert len(streamed) == 8 and {(r["ward"], r["ok"], r["pulse"]) for r in streamed} == {("A", True, 50)}
     assert strip(streamed) == strip(api.replay(TYPED_CATALOG, "doc", query, {"Vitals": tmp_path / "in"}, spark=spark))

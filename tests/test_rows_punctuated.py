@@ -11,24 +11,15 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ts, write_jsonl
+from conftest import ts, until_idle, write_jsonl
+from test_punctuation_streaming import CATALOG  # HeartRate, punctuated by patient; gina is a GP
 from streamwarden import api
-from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import sqlite_url
 from streamwarden.engine.sinks import read_sink
 from streamwarden.plan.nodes import Shield, walk
 
 pytestmark = pytest.mark.spark
 
-CATALOG = load_catalog_text("""
-streams:
-  HeartRate:
-    schema: {ts: timestamp, Patient_id: int, Beats_per_min: int}
-    key: Patient_id
-    punctuated_by: Patient_id
-roles: {GP: {}, C: {}}
-users: {gina: {roles: [GP]}}
-""", "health.yaml")
 
 
 def policy(patient: int, second: int, roles: str, attributes: str = "*", **extra: object) -> dict:
@@ -128,10 +119,7 @@ def test_run_across_files_and_a_restart_equals_replay(spark, tmp_path, query) ->
     def run_until_idle() -> None:
         stream = api.run(CATALOG, "gina", query, {"HeartRate": folder}, str(sink), checkpoint=checkpoint,
                          store_url=sqlite_url(tmp_path / "store.db"), spark=spark)
-        try:
-            stream.processAllAvailable()
-        finally:
-            stream.stop()
+        until_idle(stream)
 
     run_until_idle()
     # The last n - 1 visible tuples and each provider's shield come back from the checkpoint.
@@ -155,8 +143,5 @@ def test_ties_in_ts_follow_seq_when_every_record_has_one(spark, tmp_path) -> Non
     assert sorted((second(r["ts"]), r["high"]) for r in replayed) == [(1, 1), (5, 20), (5, 20)]
     stream = api.run(CATALOG, "gina", query, {"HeartRate": tmp_path / "in"}, str(tmp_path / "sink"),
                      checkpoint=tmp_path / "c", store_url=sqlite_url(tmp_path / "s.db"), spark=spark)
-    try:
-        stream.processAllAvailable()
-    finally:
-        stream.stop()
+    until_idle(stream)
     assert strip(read_sink(spark, tmp_path / "sink")) == strip(replayed)
