@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ts, write_jsonl
+from test_levels_streaming import CATALOG as LEVEL_CATALOG  # MessageLog, levelled by sender; cm, c1, c2
 from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.registry import load_queries_text
@@ -102,18 +103,6 @@ def test_shields_live_actions_and_role_policies_in_one_network(spark, tmp_path) 
         assert rows and full(got) == full(rows), (user, query)
 
 
-LEVELS = """
-lattice:
-  classes: {COI1: ["1", "2"], COI2: [A, B, C]}
-streams:
-  MessageLog:
-    schema: {ts: timestamp, serviceId: string, msgType: string, sender: string, receiver: string, outcome: string}
-    level: {from: sender}
-users:
-  cm: {clearance: "[T, T]"}
-  c1: {clearance: "[1, ⊥]"}
-  c2: {clearance: "[2, ⊥]"}
-"""
 LEVEL_QUERIES = """
 queries:
   - {id: sends, users: [cm, c1, c2], query: "SELECT serviceId, sender, outcome FROM MessageLog WHERE msgType = 'send'"}
@@ -123,7 +112,7 @@ queries:
 
 
 def test_levels_never_share_a_pipeline_and_a_query_may_fix_its_level(spark, tmp_path) -> None:
-    catalog = load_catalog_text(LEVELS, "cloud.yaml")
+    catalog = LEVEL_CATALOG
     queries = load_queries_text(LEVEL_QUERIES, catalog)
     records = message_log(minutes=2, services=6, rate_per_s=1.5, seed=5).records
     inputs = {"MessageLog": str(tmp_path / "in")}
@@ -155,7 +144,7 @@ def test_levels_never_share_a_pipeline_and_a_query_may_fix_its_level(spark, tmp_
 def test_a_query_level_above_a_users_clearance_is_refused_with_its_position(tmp_path) -> None:
     from streamwarden.errors import CatalogError
 
-    catalog = load_catalog_text(LEVELS, "cloud.yaml")
+    catalog = LEVEL_CATALOG
     with pytest.raises(CatalogError, match=r"q\.yaml:2:.*c2 is cleared for \[2, ⊥\]"):
         load_queries_text('queries:\n  - {id: q, users: [c2], query: "SELECT ts FROM MessageLog", level: "[1, ⊥]"}\n',
                           catalog, "q.yaml")
