@@ -271,8 +271,43 @@ def _parser() -> argparse.ArgumentParser:
                       help="text (default) or json (one JSON object a line)")
     store_arg(show, "the store (must exist)")
 
+    serve = command(sub, "serve", "run the shared network behind an authenticated HTTP service (REST, Server-Sent "
+                                  "Events, a web console at /, an audit record for every request)")
+    serve.add_argument("--catalog", default=None, metavar="FILE.yaml",
+                       help="load this catalog into the store first (default: the store's)")
+    input_arg(serve, "a folder the stream's records land in (providers' POSTs add files to it; created if missing)")
+    serve.add_argument("--output-dir", required=True, metavar="DIR",
+                       help="each user's rows, DIR/<user>/<query>/ (served to them only)")
+    store_arg(serve, "the catalog, tokens, registered queries, grants and the audit trail")
+    serve.add_argument("--host", default="127.0.0.1", metavar="HOST", help="the address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", default=8470, type=_port, metavar="PORT",
+                       help="the port (default 8470; 0: any free port, printed)")
+    serve.add_argument("--tls-cert", default=None, metavar="FILE", help="serve HTTPS with this certificate (PEM)")
+    serve.add_argument("--tls-key", default=None, metavar="FILE", help="and this private key (PEM)")
+    serve.add_argument("--jwks", default=None, metavar="FILE_OR_URL",
+                       help="also accept JWTs signed by a key of this JSON Web Key Set (sub: the user; a roles "
+                            "claim with streamwarden-admin: an admin)")
+    serve.add_argument("--issuer", default=None, metavar="ISS", help="with --jwks: the JWTs' required iss")
+    serve.add_argument("--audience", default=None, metavar="AUD", help="with --jwks: the JWTs' required aud")
+    serve.add_argument("--checkpoint", default=None, metavar="DIR",
+                       help="the pipelines' checkpoints (default: checkpoints/network-<hash of DIR> next to the store)")
+    serve.add_argument("--sp-folder", default=None, metavar="DIR",
+                       help="where access changes are published for the network (default: next to a SQLite store; "
+                            "required for other stores)")
+    serve.add_argument("--lateness", default="0 seconds", metavar="DURATION",
+                       help=f"how late a tuple may arrive and still count in an aggregate's windows: {DURATION}")
+    serve.add_argument("--trigger", default="1 second", metavar="DURATION",
+                       help=f"micro-batch interval: {DURATION} (default 1 second)")
+    spark_args(serve)
+
     command(sub, "bench", "run the benchmarks (same as make bench)")
     return parser
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a port number (0 to 65535)")
+    return int(text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -412,6 +447,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _action(args)
     if args.command == "network":
         return _network(args)
+    if args.command == "serve":
+        return _serve(args)
     if args.command in ("grant", "revoke"):
         return _access_change(args)
     if args.command == "sp":
@@ -683,6 +720,17 @@ def _network(args: argparse.Namespace) -> int:
     for (user, query), count in sorted(written.items()):
         print(f"{user}/{query}.jsonl: {count} rows", file=sys.stderr)
     return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from streamwarden.service.server import ServeOptions, serve
+
+    _store_outside(args.store, args.output_dir, "the output folder")
+    return serve(ServeOptions(
+        store_url=args.store, inputs=_inputs(args.input), output_dir=args.output_dir, catalog=args.catalog,
+        host=args.host, port=args.port, tls_cert=args.tls_cert, tls_key=args.tls_key, jwks=args.jwks,
+        issuer=args.issuer, audience=args.audience, checkpoint=args.checkpoint, sp_folder=args.sp_folder,
+        trigger=_trigger(args.trigger), lateness=_lateness(args.lateness)))
 
 
 def _sp(args: argparse.Namespace) -> int:

@@ -67,6 +67,7 @@ from streamwarden.errors import InputError, StreamwardenError, UnsupportedError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import check_name, make_private, open_private, private_dir, safe_path
 from streamwarden.plan.nodes import sources
+from streamwarden.runtime.deliveries import record_delivery
 from streamwarden.runtime.network_replay import within_periods
 from streamwarden.runtime.plan import NetworkPlan, Pipeline, plan_network
 from streamwarden.runtime.runner import StreamsRunner
@@ -371,6 +372,8 @@ class _TerminalSwitch:
                 delivered_now = int(counted.get.get(str(i)) or 0)
                 if on_result and delivered_now and running.spgen is not None:
                     self._policy_first(user, pipeline, name, running.spgen)
+                if delivered_now:  # the batch's rows are in place: now they count for cursors
+                    record_delivery(safe_path(runtime.output, user, pipeline.query.id), name, delivered_now)
                 running.rows[user] = running.rows.get(user, 0) + delivered_now
             shutil.rmtree(staging, ignore_errors=True)
         else:

@@ -1,0 +1,162 @@
+"""Each user's rows of each query in delivery order, addressed by durable cursors.
+
+A running network moves every micro-batch's rows for a user into a folder of its own,
+``DIR/<user>/<query>/batch=<fingerprint>-<batch id>/``, then appends one line to that
+query's delivery log ``_delivered.jsonl``::
+
+    {"batch": "batch=3fa2b0c91d2e-0000000007", "rows": 12}
+
+The log is the delivery order. A row's *cursor* is the number of rows delivered before
+and including it: ``after=N`` resumes after the N-th row. Cursors stay valid across a
+crash and a restart because nothing they count ever moves:
+
+* Spark replays an unfinished micro-batch with the same id and the same input, so a
+  batch written again (after ``kill -9`` between the move and Spark's commit) lands in
+  the same folder with the same rows, and its log line is not appended twice.
+* Within a batch, rows are ordered by their JSON text, not by Spark's part files (whose
+  split differs between attempts).
+* A line cut short by a crash is ignored by readers and removed by the next append.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> (folder / "batch=a-1").mkdir(); _ = (folder / "batch=a-1" / "part-0.txt").write_text('{"x":2}\\n{"x":1}\\n')
+    >>> record_delivery(folder, "batch=a-1", 2); record_delivery(folder, "batch=a-1", 2)  # a replayed batch
+    >>> read_rows(folder, after=0, limit=10).rows, read_rows(folder, after=1, limit=10).next
+    ([{'x': 1}, {'x': 2}], 2)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from streamwarden.names import PRIVATE_FILE
+
+LOG = "_delivered.jsonl"
+SPGEN_PART = "part-00000-0-spgen.txt"  # ON RESULT: SPGen's policy records ahead of the rows (not rows)
+MAX_CURSOR = 10 ** 15
+
+_cache_lock = threading.Lock()
+_cache: dict[tuple[str, tuple[tuple[str, int, int], ...]], list[str]] = {}
+_CACHE_LIMIT = 4096  # batches kept parsed (a batch never changes once logged, but for a replay rewriting it)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One logged batch: its folder name and how many rows it delivered."""
+
+    batch: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class Page:
+    """Rows after a cursor: ``next`` is the cursor after the last of them (``after`` when none)."""
+
+    rows: list[dict]
+    next: int
+    total: int
+
+
+def record_delivery(folder: str | os.PathLike[str], batch: str, rows: int) -> None:
+    """Log that ``batch`` (a folder in ``folder``) delivered ``rows`` rows, once: a batch Spark
+    replays after a crash is already logged. Called by the network's terminal switch only, one
+    thread per query and user, after the batch's rows are in place."""
+    log = Path(folder) / LOG
+    entries, intact = _read_log(log)
+    if any(e.batch == batch for e in entries):
+        return
+    if not intact:  # a crash cut the last line: keep the whole lines only
+        with open(log, "r+b") as handle:
+            data = handle.read()
+            handle.truncate(data.rfind(b"\n") + 1)
+    line = json.dumps({"batch": batch, "rows": rows}) + "\n"
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), PRIVATE_FILE)
+    try:
+        os.write(fd, line.encode("utf-8"))  # one write of one short line: whole, or cut and repaired above
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def deliveries(folder: str | os.PathLike[str]) -> list[Delivery]:
+    """The logged batches of a user's query, in delivery order (none yet: empty)."""
+    return _read_log(Path(folder) / LOG)[0]
+
+
+def delivered(folder: str | os.PathLike[str]) -> int:
+    """How many rows the user has received of the query so far."""
+    return sum(d.rows for d in deliveries(folder))
+
+
+def read_rows(folder: str | os.PathLike[str], *, after: int = 0, limit: int = 1000) -> Page:
+    """Up to ``limit`` rows after cursor ``after``, in delivery order. A batch logged but not
+    readable at the moment (Spark is replaying it) ends the page early: the next read resumes there."""
+    folder = Path(folder)
+    entries = deliveries(folder)
+    total = sum(e.rows for e in entries)
+    rows: list[dict] = []
+    position = 0
+    cursor = min(after, total)
+    for entry in entries:
+        end = position + entry.rows
+        if end > cursor and len(rows) < limit:
+            lines = _batch_lines(folder / entry.batch)
+            if lines is None or len(lines) != entry.rows:
+                break  # being rewritten: stop before it
+            start = max(cursor, position) - position
+            taken = lines[start:start + limit - len(rows)]
+            rows.extend(json.loads(line) for line in taken)
+            cursor = position + start + len(taken)
+        position = end
+        if len(rows) >= limit:
+            break
+    return Page(rows, max(cursor, after) if not rows else cursor, total)
+
+
+def _batch_lines(batch: Path) -> list[str] | None:
+    """A batch's rows as JSON texts in their canonical order (None: the folder is missing)."""
+    try:
+        parts = sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in batch.iterdir()
+                       if p.name.startswith("part-") and p.name != SPGEN_PART)
+    except OSError:
+        return None
+    key = (str(batch), tuple(parts))
+    with _cache_lock:
+        cached = _cache.get(key)
+    if cached is not None:
+        return cached
+    lines: list[str] = []
+    try:
+        for name, _, _ in parts:
+            lines += [line for line in (batch / name).read_text(encoding="utf-8").split("\n") if line]
+    except OSError:
+        return None
+    lines.sort()
+    with _cache_lock:
+        if len(_cache) >= _CACHE_LIMIT:
+            _cache.clear()
+        _cache[key] = lines
+    return lines
+
+
+def _read_log(log: Path) -> tuple[list[Delivery], bool]:
+    """The whole lines of a delivery log, and whether the file ends with one."""
+    try:
+        data = log.read_bytes()
+    except FileNotFoundError:
+        return [], True
+    entries = []
+    for raw in data.split(b"\n")[:-1]:  # the part after the last LF is unfinished
+        try:
+            record = json.loads(raw)
+            entries.append(Delivery(str(record["batch"]), int(record["rows"])))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return entries, data.endswith(b"\n") or not data
+
+
+__all__ = ["LOG", "MAX_CURSOR", "Delivery", "Page", "deliveries", "delivered", "read_rows", "record_delivery"]

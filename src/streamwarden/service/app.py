@@ -1,0 +1,586 @@
+"""The REST contract of ``streamwarden serve`` (FastAPI): thin routes over the store and the network.
+
+Every route but ``GET /health`` and the console's page needs ``Authorization: Bearer TOKEN``:
+missing, invalid, expired or revoked → 401; authenticated but not allowed → 403; another
+user's query → 404, exactly as for a query that does not exist. Every answer that is not a
+success is JSON ``{"error": "one sentence", ...}`` (``line``/``column`` where a text sent was
+at fault), never a traceback; each carries the request id (``X-Request-Id``) that its audit
+record names.
+
+    >>> # app = create_app(Service.open("sqlite:///home/store.db", "out", {"S": "in/S"}))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, AsyncIterator, Literal
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette.sse import EventSourceResponse
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from streamwarden.catalog.audit import records as audit_records
+from streamwarden.catalog.authorization import AuthorizationServer
+from streamwarden.catalog.identity import Principal
+from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.catalog.registry import grant_intervals
+from streamwarden.catalog.store import CatalogStore, UnknownName
+from streamwarden.errors import SourceError, StreamwardenError
+from streamwarden.language.expressions import parse_timestamp
+from streamwarden.names import name_problem, safe_path
+from streamwarden.runtime.deliveries import MAX_CURSOR, deliveries, read_rows
+from streamwarden.runtime.network import STATUS
+from streamwarden.service.auth import Authenticator
+from streamwarden.service.errors import ApiError, forbidden, position_of, unauthenticated
+from streamwarden.service.host import NetworkHost
+from streamwarden.service.metrics import Metrics
+from streamwarden.service.providers import MAX_BODY, append_records, check_records
+from streamwarden.service.queries import Entry, QueryBook, explain_for, explanation
+from streamwarden.service.trail import AuditTrail
+
+log = logging.getLogger("streamwarden.service")
+CONSOLE = Path(__file__).with_name("console") / "index.html"
+MAX_CATALOG = 1024 * 1024  # bytes of catalog YAML
+MAX_ROWS = 10_000  # rows in one page
+STREAM_POLL = 0.1  # seconds between looks for new rows of an SSE stream
+REAUTH_SECONDS = 5.0  # an SSE stream re-checks its token this often: a revoked token ends it
+
+
+@dataclass
+class Service:
+    """What the routes work with: the store, the network's output and inputs, and the helpers."""
+
+    store: CatalogStore
+    server: AuthorizationServer
+    output: Path
+    inputs: dict[str, Path]
+    auth: Authenticator
+    trail: AuditTrail
+    host: NetworkHost | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+
+    book: QueryBook = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.book = QueryBook(self.server, self.output)
+
+    def refresh(self) -> None:
+        if self.host is not None:
+            self.host.refresh()
+
+
+# -- request bodies (they are also the OpenAPI schema) -----------------------------------------
+class QueryIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(min_length=1, max_length=64, description="the query's id (per user)")
+    query: str = Field(min_length=1, max_length=20_000, description="CQL")
+    level: str | None = Field(None, max_length=256, description="the security level, e.g. [1, ⊥]")
+    users: list[str] | None = Field(None, max_length=10_000, description="admins: register for these users")
+
+
+class GrantIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field(min_length=1, max_length=64)
+    user: str = Field(min_length=1, max_length=64)
+    sign: Literal["+", "-"]
+    ts: str | None = Field(None, max_length=64, description="event time it applies from (default: now)")
+    until: str | None = Field(None, max_length=64, description="a grant's end (event time)")
+
+
+class ActionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    start: str | None = Field(None, max_length=64)
+    end: str | None = Field(None, max_length=64)
+    target: float | None = None
+
+
+def create_app(service: Service) -> FastAPI:
+    """The service's ASGI application."""
+    app = FastAPI(title="streamwarden", version="1", docs_url="/docs", redoc_url=None,
+                  description="Access control for continuous queries: each user's rows, and nothing else.")
+    app.state.service = service
+    _errors(app, service)
+    app.add_middleware(_Audited, service=service)
+
+    # -- helpers -------------------------------------------------------------------------------
+    def caller(request: Request, action: str, target: str = "-") -> Principal:
+        request.state.action = action
+        request.state.object = target
+        principal = service.auth.principal(request.headers.get("authorization"))
+        if principal is None:
+            raise unauthenticated()
+        request.state.principal = principal.label
+        return principal
+
+    def user_caller(request: Request, action: str, target: str = "-") -> Principal:
+        principal = caller(request, action, target)
+        if principal.kind != "user":
+            raise forbidden("a provider token can only append records to its stream")
+        return principal
+
+    def admin(request: Request, action: str, target: str = "-") -> Principal:
+        principal = user_caller(request, action, target)
+        if not principal.admin:
+            raise forbidden("this needs an admin token")
+        return principal
+
+    # -- public --------------------------------------------------------------------------------
+    @app.get("/health", include_in_schema=False)
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/", include_in_schema=False, response_class=HTMLResponse)
+    def console() -> HTMLResponse:
+        try:
+            return HTMLResponse(CONSOLE.read_text(encoding="utf-8"))
+        except OSError:
+            return HTMLResponse("<!doctype html><title>streamwarden</title><p>The console is not installed.</p>")
+
+    # -- users: their queries ------------------------------------------------------------------------
+    @app.post("/v1/queries", status_code=201)
+    def register(body: QueryIn, request: Request, dry_run: bool = False) -> JSONResponse:
+        """Register a query for yourself (admins: with ``users``, for those users). ``dry_run``: only explain."""
+        principal = user_caller(request, "query.create", f"query:{_short(body.id)}")
+        catalog = service.store.load()
+        book = service.book
+        if body.users is not None:
+            if not principal.admin:
+                raise forbidden("only admins register queries for other users")
+            if dry_run:
+                outcomes = {u: _outcome(catalog, body, u) for u in body.users[:100]}
+                return JSONResponse({"id": body.id, "dry_run": True, "users": outcomes})
+            entry, explained = book.register_shared(body.id, body.query, body.level, body.users, catalog)
+            service.refresh()
+            users = {u: explanation(r) if not isinstance(r, str) else {"denied": r} for u, r in explained.items()}
+            request.state.policies = _policies(*[r for r in explained.values() if not isinstance(r, str)])
+            return JSONResponse({"id": entry.id, "users": users}, status_code=201)
+        if dry_run:
+            from streamwarden.catalog.registry import RegisteredQuery
+            rewriting = explain_for(catalog, RegisteredQuery(body.id, (principal.name,), body.query, body.level),
+                                    principal.name)
+            request.state.policies = _policies(rewriting)
+            return JSONResponse({"id": body.id, "dry_run": True, "explanation": explanation(rewriting)})
+        entry, rewriting = book.register_own(principal, body.id, body.query, body.level, catalog)
+        request.state.policies = _policies(rewriting)
+        service.refresh()
+        return JSONResponse({"id": entry.id, "explanation": explanation(rewriting)}, status_code=201)
+
+    @app.get("/v1/queries")
+    def list_queries(request: Request) -> dict[str, Any]:
+        principal = user_caller(request, "query.list", "queries")
+        return {"queries": [_summary(service, e, principal) for e in service.book.visible(principal)]}
+
+    @app.get("/v1/queries/{query_id}")
+    def show_query(query_id: str, request: Request) -> dict[str, Any]:
+        principal = user_caller(request, "query.show", f"query:{_short(query_id)}")
+        entry = service.book.find(principal, query_id)
+        request.state.object = f"query:{entry.internal}"
+        summary = _summary(service, entry, principal)
+        user = principal.name if principal.name in entry.registered.users else None
+        try:
+            rewriting = explain_for(service.store.load(), entry.registered, user or entry.registered.users[0])
+            summary["explanation"] = explanation(rewriting)
+        except ApiError as exc:
+            summary["explanation"] = {"denied": exc.message}
+        if user is not None:
+            summary["status"] = _status(service, entry, user)
+        return summary
+
+    @app.delete("/v1/queries/{query_id}")
+    def delete_query(query_id: str, request: Request) -> dict[str, Any]:
+        principal = user_caller(request, "query.delete", f"query:{_short(query_id)}")
+        entry = service.book.find(principal, query_id)
+        request.state.object = f"query:{entry.internal}"
+        if entry.owner != principal.name and not principal.admin:
+            raise forbidden("a shared query is removed by an admin")
+        service.server.unregister(entry.internal)
+        service.refresh()  # stops its pipeline before its rows and state are removed
+        service.book.forget(entry, service.host.checkpoint_root if service.host is not None else None)
+        return {"id": entry.id, "deleted": True}
+
+    @app.get("/v1/queries/{query_id}/rows")
+    def rows(query_id: str, request: Request, after: str | None = Query(None, max_length=32),
+             limit: int = Query(1000, ge=1, le=MAX_ROWS)) -> dict[str, Any]:
+        """Your rows after ``after`` (a cursor from ``next``), in delivery order."""
+        principal = user_caller(request, "query.rows", f"query:{_short(query_id)}")
+        entry = service.book.find(principal, query_id)
+        request.state.object = f"query:{entry.internal}"
+        page = read_rows(safe_path(service.output, principal.name, entry.internal), after=_cursor(after), limit=limit)
+        return {"rows": page.rows, "next": str(page.next)}
+
+    @app.get("/v1/queries/{query_id}/stream")
+    async def stream(query_id: str, request: Request, after: str | None = Query(None, max_length=32)) -> Response:
+        """Your rows as Server-Sent Events (``id``: the row's cursor), resumable with ``Last-Event-ID``."""
+        principal = user_caller(request, "query.stream", f"query:{_short(query_id)}")
+        entry = service.book.find(principal, query_id)
+        request.state.object = f"query:{entry.internal}"
+        start = _cursor(request.headers.get("last-event-id") or after)
+        folder = safe_path(service.output, principal.name, entry.internal)
+        header = request.headers.get("authorization")
+        return EventSourceResponse(_events(service, folder, start, request, header, principal, entry.id), ping=15)
+
+    # -- admins ------------------------------------------------------------------------------
+    @app.put("/v1/catalog")
+    async def put_catalog(request: Request) -> dict[str, Any]:
+        admin(request, "catalog.update", "catalog")
+        body = await _body(request, MAX_CATALOG)
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = body[:exc.start].count(b"\n") + 1
+            raise ApiError(422, f"the catalog is not UTF-8 (byte 0x{body[exc.start]:02x})", line=line,
+                           column=exc.start - body.rfind(b"\n", 0, exc.start)) from None
+        try:
+            catalog = load_catalog_text(text, "catalog")
+        except SourceError as exc:
+            raise ApiError(422, exc.message, line=exc.line, column=exc.column) from None
+        except StreamwardenError as exc:
+            message = str(exc).splitlines()[0]
+            raise ApiError(422, message, **position_of(message)) from None
+        changes = service.store.save(catalog)
+        service.refresh()
+        return {"catalog": catalog.name, "streams": sorted(catalog.streams), "users": sorted(catalog.users),
+                "policies": [p.id for p in catalog.policies], "actions_kept": list(changes.kept)}
+
+    @app.get("/v1/catalog")
+    def get_catalog(request: Request) -> dict[str, Any]:
+        admin(request, "catalog.read", "catalog")
+        catalog = service.store.load()
+        return {
+            "text": catalog.text,
+            "users": {u: {"roles": list(d.roles), "clearance": None if d.clearance is None else str(d.clearance)}
+                      for u, d in sorted(catalog.users.items())},
+            "policies": [{"id": p.id, "subject": p.subject, "streams": list(p.streams), "privilege": p.privilege,
+                          "where": p.where_text} for p in catalog.policies],
+            "streams": {s.name: dict(s.schema) for s in catalog.streams.values()},
+        }
+
+    @app.post("/v1/grants", status_code=201)
+    def grant(body: GrantIn, request: Request) -> JSONResponse:
+        admin(request, "grant.create" if body.sign == "+" else "grant.revoke", f"query:{_short(body.query)}")
+        ts = _time(body.ts, "ts")
+        until = _time(body.until, "until")
+        if until is not None and body.sign == "-":
+            raise ApiError(422, "until ends a grant: a revocation has none", field="until")
+        try:
+            if body.sign == "+":
+                service.server.grant(body.query, body.user, ts, until=until)
+            else:
+                service.server.revoke(body.query, body.user, ts)
+        except UnknownName as exc:
+            raise ApiError(404 if "query" in str(exc).split(" ")[1] else 422, str(exc).splitlines()[0]) from None
+        except StreamwardenError as exc:
+            raise ApiError(422, str(exc).splitlines()[0]) from None
+        service.refresh()
+        periods = grant_intervals(service.server.changes(), body.query, body.user)
+        return JSONResponse({"query": body.query, "user": body.user, "sign": body.sign,
+                             "periods": [[_iso(a), None if b is None else _iso(b)] for a, b in periods]},
+                            status_code=201)
+
+    @app.get("/v1/grants")
+    def list_grants(request: Request) -> dict[str, Any]:
+        admin(request, "grant.list", "grants")
+        return {"changes": [{"seq": c.line, "ts": _iso(c.ts), "query": c.query, "user": c.user,
+                             "sign": "+" if c.grant else "-"} for c in service.server.changes()]}
+
+    @app.put("/v1/actions/{name}")
+    def put_action(name: str, body: ActionIn, request: Request) -> dict[str, Any]:
+        admin(request, "action.update", f"action:{_short(name)}")
+        problem = name_problem("action", name)
+        if problem is not None:
+            raise ApiError(422, problem)
+        values: dict[str, Any] = {}
+        for key in ("start", "end"):
+            if key in body.model_fields_set:
+                values[key] = _time(getattr(body, key), key)
+        if "target" in body.model_fields_set:
+            values["target"] = body.target
+        if not values:
+            raise ApiError(422, "say what to change: start, end or target")
+        try:
+            service.store.set_action(name, **values)
+        except StreamwardenError as exc:
+            raise ApiError(404 if isinstance(exc, UnknownName) else 422, str(exc).splitlines()[0]) from None
+        action = service.store.actions()[name]
+        return {"name": name, "start": action.start and _iso(action.start), "end": action.end and _iso(action.end),
+                "target": action.target}
+
+    @app.get("/v1/audit")
+    def audit(request: Request, since: str | None = Query(None, max_length=64),
+              principal: str | None = Query(None, max_length=256),
+              limit: int = Query(1000, ge=1, le=10_000)) -> dict[str, Any]:
+        admin(request, "audit.read", "audit")
+        when = _time(since, "since")
+        service.trail.flush()
+        found = audit_records(service.store, when, principal)
+        return {"records": [r.to_json() for r in found[-limit:]]}
+
+    @app.get("/v1/network")
+    def network(request: Request) -> dict[str, Any]:
+        admin(request, "network.read", "network")
+        pipelines = service.host.pipelines() if service.host is not None else []
+        return {"pipelines": [
+            {"name": p.name, "query": p.query, "users": list(p.users), "active": p.active, "batches": p.batches,
+             "last_batch_ms": p.last_batch_ms, "input_rows": p.input_rows, "rows": dict(p.rows),
+             "failure": p.failure} for p in pipelines]}
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    def metrics(request: Request) -> PlainTextResponse:
+        admin(request, "metrics.read", "metrics")
+        return PlainTextResponse(_metrics_text(service), media_type="text/plain; version=0.0.4")
+
+    # -- providers -------------------------------------------------------------------------------
+    @app.post("/v1/streams/{stream}/records", status_code=201)
+    async def append(stream: str, request: Request) -> JSONResponse:
+        """Append JSON-lines records to a stream, all or nothing (provider tokens)."""
+        principal = caller(request, "records.append", f"stream:{_short(stream)}")
+        if principal.kind != "provider":
+            raise forbidden("only a provider token of the stream may append records to it")
+        if principal.stream != stream:
+            raise forbidden(f"your token speaks for stream {principal.stream} only")
+        catalog = service.store.load()
+        if stream not in catalog.streams or stream not in service.inputs:
+            raise ApiError(404, f"stream {stream} takes no records here")
+        body = await _body(request, MAX_BODY)
+        lines = check_records(body, catalog.streams[stream], principal.key, keyed=principal.key is not None)
+        append_records(service.inputs[stream], lines)
+        service.metrics.records(stream, len(lines))
+        return JSONResponse({"stream": stream, "accepted": len(lines)}, status_code=201)
+
+    return app
+
+
+# -- pieces of the routes ------------------------------------------------------------------------
+def _summary(service: Service, entry: Entry, principal: Principal) -> dict[str, Any]:
+    """A query as listed: a listed user sees their own row count, an admin everyone's."""
+    return entry.summary(service.output, principal.name if principal.name in entry.registered.users else None)
+
+
+def _status(service: Service, entry: Entry, user: str) -> dict[str, Any]:
+    folder = safe_path(service.output, user, entry.internal)
+    logged = deliveries(folder)
+    status: dict[str, Any] = {"rows_delivered": sum(d.rows for d in logged), "last_batch": None}
+    if logged:
+        batch = folder / logged[-1].batch
+        try:
+            at = datetime.fromtimestamp(batch.stat().st_mtime, timezone.utc)
+            status["last_batch"] = {"batch": logged[-1].batch, "rows": logged[-1].rows, "at": _iso(at)}
+        except OSError:
+            status["last_batch"] = {"batch": logged[-1].batch, "rows": logged[-1].rows}
+    try:
+        access = json.loads((folder / STATUS).read_text(encoding="utf-8"))
+        status.update(receiving=access.get("receiving"), reason=access.get("reason") or None)
+    except (OSError, ValueError):
+        status.update(receiving=None, reason="the network has not reported on this query yet")
+    status["grants"] = service.book.grants(entry, user)
+    return status
+
+
+async def _events(service: Service, folder: Path, cursor: int, request: Request, header: str | None,
+                  principal: Principal, public: str) -> AsyncIterator[dict[str, str]]:
+    checked = time.monotonic()
+    while True:
+        page = await asyncio.to_thread(read_rows, folder, after=cursor, limit=500)
+        position = cursor
+        for row in page.rows:
+            position += 1
+            yield {"id": str(position), "event": "row", "data": json.dumps(row, separators=(",", ":"))}
+        cursor = page.next
+        if page.rows:
+            continue
+        if await request.is_disconnected():
+            return
+        if time.monotonic() - checked > REAUTH_SECONDS:  # a revoked token, or a removed query, ends the stream
+            checked = time.monotonic()
+            again = await asyncio.to_thread(service.auth.principal, header)
+            if again is None or again.name != principal.name:
+                yield {"event": "end", "data": json.dumps({"error": "your token is no longer valid"})}
+                return
+            try:
+                await asyncio.to_thread(service.book.find, again, public)
+            except ApiError:
+                yield {"event": "end", "data": json.dumps({"error": f"you have no query {public!r} any more"})}
+                return
+        await asyncio.sleep(STREAM_POLL)
+
+
+def _outcome(catalog: Any, body: QueryIn, user: str) -> dict[str, Any]:
+    from streamwarden.catalog.registry import RegisteredQuery
+
+    try:
+        return explanation(explain_for(catalog, RegisteredQuery(body.id, (user,), body.query, body.level), user))
+    except ApiError as exc:
+        return {"denied": exc.message}
+
+
+def _policies(*rewritings: Any) -> tuple[str, ...]:
+    return tuple(sorted({p for r in rewritings for g in r.deployed for p in g.policies}))[:1000]
+
+
+def _metrics_text(service: Service) -> str:
+    m = service.metrics
+    requests, records_in = m.snapshot()
+    delivered: dict[tuple[str, ...], float] = {}
+    for q in service.server.registrations():
+        for user in q.users:
+            delivered[(q.id, user)] = sum(d.rows for d in deliveries(safe_path(service.output, user, q.id)))
+    changes = service.server.changes()
+    active = {}
+    for q in service.server.registrations():
+        for user in q.users:
+            periods = grant_intervals(changes, q.id, user)
+            active[(q.id, user)] = 1.0 if periods and periods[-1][1] is None else 0.0
+    text = [m.counter("streamwarden_requests_total", "HTTP requests by action and outcome.", requests,
+                      ("action", "outcome")),
+            m.counter("streamwarden_records_in_total", "Records providers appended, by stream.", records_in,
+                      ("stream",)),
+            m.counter("streamwarden_rows_out_total", "Rows delivered, by query and user.", delivered,
+                      ("query", "user")),
+            m.counter("streamwarden_grant_active", "1 when the user's grant for the query is open now.", active,
+                      ("query", "user"), kind="gauge")]
+    if service.host is not None:
+        pipelines = service.host.pipelines()
+        text.append(m.counter("streamwarden_pipeline_batches_total", "Micro-batches run, by pipeline.",
+                              {(p.name,): p.batches for p in pipelines}, ("pipeline",)))
+        text.append(m.counter("streamwarden_pipeline_batch_seconds", "The last micro-batch's duration.",
+                              {(p.name,): (p.last_batch_ms or 0) / 1000 for p in pipelines}, ("pipeline",),
+                              kind="gauge"))
+        text.append(m.counter("streamwarden_pipeline_input_rows", "Rows the last micro-batch read.",
+                              {(p.name,): p.input_rows or 0 for p in pipelines}, ("pipeline",), kind="gauge"))
+    return "".join(text)
+
+
+def _cursor(text: str | None) -> int:
+    if text is None or text == "":
+        return 0
+    if not text.isascii() or not text.isdigit() or int(text) > MAX_CURSOR:
+        raise ApiError(422, "after must be a cursor the service returned (next, or an event's id)", field="after")
+    return int(text)
+
+
+def _time(text: str | None, what: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parse_timestamp(text)
+    except (ValueError, OverflowError):
+        raise ApiError(422, f"{what} must be an ISO-8601 timestamp such as 2026-03-01T10:00:00Z", field=what) from None
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"the body is larger than {limit} bytes")
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"the body is larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _short(text: str) -> str:
+    """A name for the audit trail: printable, one line, at most 100 characters."""
+    cleaned = "".join(c if c.isprintable() else "?" for c in text[:100])
+    return cleaned or "?"
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+# -- errors and the audit trail ---------------------------------------------------------------
+def _errors(app: FastAPI, service: Service) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI checks a body before the route runs: an anonymous caller learns nothing of the schema
+        if await asyncio.to_thread(service.auth.principal, request.headers.get("authorization")) is None:
+            return JSONResponse(unauthenticated().body(), status_code=401)
+        first = exc.errors()[0] if exc.errors() else {}
+        where = [str(p) for p in first.get("loc", ()) if p != "body"]
+        message = str(first.get("msg", "invalid request")).rstrip(".")
+        field_name = ".".join(where) or None
+        text = f"{field_name}: {message}" if field_name else message
+        if first.get("type") == "json_invalid":
+            text = "the body is not JSON"
+        return JSONResponse(ApiError(422, text[:300], field=field_name).body(), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = {404: "no such endpoint", 405: "this endpoint does not take that method"}.get(
+            exc.status_code, str(exc.detail))
+        return JSONResponse({"error": message}, status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def crashed(request: Request, exc: Exception) -> JSONResponse:
+        rid = getattr(request.state, "request_id", "-")
+        log.error("request %s failed: %s", rid, type(exc).__name__, exc_info=log.isEnabledFor(logging.DEBUG))
+        return JSONResponse({"error": f"the service failed on this request (request {rid}); it is in the log",
+                             "request_id": rid}, status_code=500)
+
+
+_OUTCOMES = {401: "unauthenticated", 403: "denied", 404: "not-found", 405: "refused", 409: "conflict",
+             413: "refused", 422: "refused"}
+
+
+class _Audited:
+    """ASGI middleware: a request id for every request, and its audit record (outcome by status)."""
+
+    def __init__(self, app: ASGIApp, service: Service):
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") == "/health":
+            await self.app(scope, receive, send)
+            return
+        request_id = secrets.token_hex(8)
+        state = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        done = False
+
+        async def sent(message: Message) -> None:
+            nonlocal done
+            if message["type"] == "http.response.start" and not done:
+                done = True
+                MutableHeaders(scope=message).append("X-Request-Id", request_id)
+                self._record(scope, state, message["status"], request_id)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sent)
+        except Exception:
+            if not done:
+                self._record(scope, state, 500, request_id)
+            raise
+
+    def _record(self, scope: Scope, state: dict[str, Any], status: int, request_id: str) -> None:
+        method = str(scope.get("method", "GET")).lower()
+        action = state.get("action") or ("console.read" if scope.get("path") == "/" else f"http.{method}")
+        target = state.get("object") or _short(str(scope.get("path", "-")))
+        outcome = "ok" if status < 400 else _OUTCOMES.get(status, "error")
+        principal = state.get("principal") or "anonymous"
+        self.service.metrics.request(action, outcome)
+        self.service.trail.record(principal, action, target, outcome, policies=state.get("policies", ()),
+                                  request_id=request_id, detail={"status": status, "method": method})
+
+
+__all__ = ["Service", "create_app"]

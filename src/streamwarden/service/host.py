@@ -1,0 +1,114 @@
+"""The shared network the service hosts, kept up to date with the store.
+
+:class:`NetworkHost` owns a :class:`~streamwarden.runtime.network.NetworkRuntime` and one
+thread that polls the store every ``poll_seconds``: grants, revocations, registrations and
+catalogs that requests store take effect there, as they would for ``network run``. A
+request that must see its change applied at once (a registration, a removal) calls
+:meth:`NetworkHost.refresh`. A pipeline that fails (a broken input record) is reported in
+:meth:`NetworkHost.pipelines` and the log, once; the other pipelines and the HTTP service
+keep running.
+
+The service works without a host too (``host=None``): its HTTP contract reads the store
+and the output folder only, which is how the contract's tests run without Spark.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from streamwarden.runtime.network import NetworkRuntime
+
+log = logging.getLogger("streamwarden.service")
+
+
+@dataclass(frozen=True)
+class PipelineStatus:
+    """What operators see of one pipeline."""
+
+    name: str
+    query: str
+    users: tuple[str, ...]
+    active: bool
+    batches: int
+    last_batch_ms: int | None
+    input_rows: int | None
+    rows: Mapping[str, int]
+    failure: str | None
+
+
+class NetworkHost:
+    """The running network behind the service (see the module docstring)."""
+
+    def __init__(self, runtime: NetworkRuntime, *, poll_seconds: float = 1.0):
+        self.runtime = runtime
+        self.poll_seconds = poll_seconds
+        self.failures: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="streamwarden-network", daemon=True)
+
+    @property
+    def checkpoint_root(self) -> Path:
+        return self.runtime.root
+
+    def start(self) -> "NetworkHost":
+        self.runtime.start()
+        self._thread.start()
+        return self
+
+    def refresh(self) -> None:
+        """Apply the store's changes now (registrations, removals, catalogs)."""
+        try:
+            self.runtime.poll()
+        except Exception as exc:  # a bad change must not stop the service: the next poll retries
+            log.error("applying the store's changes failed: %s", str(exc).splitlines()[0] if str(exc) else exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=60)
+        self.runtime.stop()
+
+    def pipelines(self) -> list[PipelineStatus]:
+        with self.runtime._lock:
+            running = list(self.runtime.running.items())
+        statuses = []
+        for name, r in running:
+            progress: Mapping[str, Any] | None = None
+            active = False
+            if r.stream is not None:
+                try:
+                    active = r.stream.isActive
+                    progress = r.stream.lastProgress
+                except Exception:  # stopping under us
+                    progress = None
+            durations = (progress or {}).get("durationMs") or {}
+            statuses.append(PipelineStatus(
+                name, r.pipeline.query.id, r.pipeline.users, active, r.batches,
+                durations.get("triggerExecution"), (progress or {}).get("numInputRows"), dict(r.rows),
+                self.failures.get(name)))
+        return statuses
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.poll_seconds):
+            self.refresh()
+            self._note_failures()
+
+    def _note_failures(self) -> None:
+        with self.runtime._lock:
+            running = list(self.runtime.running.items())
+        for name, r in running:
+            try:
+                failure = r.stream.exception() if r.stream is not None else None
+            except Exception:
+                failure = None
+            if failure is not None and name not in self.failures:
+                text = (getattr(failure, "desc", None) or str(failure)).splitlines()[0][:300]
+                self.failures[name] = text
+                log.error("pipeline %s failed: %s", name, text)
+
+
+__all__ = ["NetworkHost", "PipelineStatus"]

@@ -1,0 +1,129 @@
+"""``streamwarden serve``: start the shared network and the HTTP service in one process.
+
+Order matters for operators: the store and the inputs are checked first (a bad flag is
+exit 2 before Spark starts), then Spark and the network start, then the HTTP server binds,
+and only then ``listening on http://HOST:PORT`` is printed (``https`` with TLS; the real
+port when ``--port 0``). SIGTERM or Ctrl-C stops the HTTP server, then every pipeline
+(Spark commits whole micro-batches, so the checkpoints stay consistent), then drains the
+audit trail, and exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import uvicorn
+
+from streamwarden.catalog.authorization import AuthorizationServer
+from streamwarden.catalog.loader import load_catalog
+from streamwarden.catalog.store import CatalogStore
+from streamwarden.errors import StreamwardenError
+from streamwarden.names import check_name, private_dir
+from streamwarden.service.app import Service, create_app
+from streamwarden.service.auth import Authenticator, JwtIssuer
+from streamwarden.service.trail import AuditTrail
+
+log = logging.getLogger("streamwarden.service")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """Everything ``serve`` takes (see ``streamwarden serve --help``)."""
+
+    store_url: str | None
+    inputs: Mapping[str, str]
+    output_dir: str
+    catalog: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8470
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    jwks: str | None = None
+    issuer: str | None = None
+    audience: str | None = None
+    checkpoint: str | None = None
+    sp_folder: str | None = None
+    trigger: str = "1 second"
+    lateness: str = "0 seconds"
+    poll_seconds: float = 1.0
+
+
+def open_service(options: ServeOptions, host: Any = None) -> Service:
+    """The service's parts over the store (its catalog loaded from ``options.catalog`` first)."""
+    if (options.tls_cert is None) != (options.tls_key is None):
+        raise StreamwardenError("--tls-cert and --tls-key go together")
+    if options.jwks is not None and not (options.issuer and options.audience):
+        raise StreamwardenError("--jwks needs --issuer and --audience: a token of any issuer or audience is refused")
+    server = AuthorizationServer(options.store_url, options.sp_folder)
+    store = server.store
+    if options.catalog is not None:
+        store.save(load_catalog(options.catalog))
+    elif not store.has_catalog():
+        raise StreamwardenError(f"the store {store.url} holds no catalog: give --catalog FILE.yaml")
+    catalog = store.load()
+    inputs: dict[str, Path] = {}
+    for stream, folder in options.inputs.items():
+        check_name("stream", stream)
+        if stream not in catalog.streams:
+            raise StreamwardenError(f"--input {stream}=...: the catalog declares no stream {stream} "
+                                    f"(it declares {', '.join(sorted(catalog.streams))})")
+        path = Path(folder)
+        if path.exists() and not path.is_dir():
+            raise StreamwardenError(f"--input {stream}={folder}: the service appends files to a folder, not a file")
+        inputs[stream] = private_dir(path)
+    issuer = JwtIssuer(options.jwks, options.issuer, options.audience) if options.jwks else None  # type: ignore[arg-type]
+    return Service(store, server, Path(options.output_dir), inputs, Authenticator(store, issuer), AuditTrail(store),
+                   host)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, saying where it listens once it does."""
+
+    def __init__(self, config: uvicorn.Config, scheme: str):
+        super().__init__(config)
+        self.scheme = scheme
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        if self.should_exit:
+            return
+        bound = [s.getsockname() for server in self.servers for s in server.sockets]
+        host, port = bound[0][0], bound[0][1]
+        shown = f"[{host}]" if ":" in host else host
+        print(f"listening on {self.scheme}://{shown}:{port}", flush=True)
+
+
+def serve(options: ServeOptions) -> int:
+    """Run the service until SIGTERM or Ctrl-C; returns the exit status."""
+    from streamwarden.engine.session import get_spark
+    from streamwarden.runtime.network import NetworkRuntime, default_checkpoint_root
+    from streamwarden.service.host import NetworkHost
+
+    service = open_service(options)
+    root = Path(options.checkpoint) if options.checkpoint else default_checkpoint_root(service.store.home,
+                                                                                       options.output_dir)
+    runtime = NetworkRuntime(get_spark(), service.store.url, {k: str(v) for k, v in service.inputs.items()},
+                             options.output_dir, root, lateness=options.lateness, trigger=options.trigger,
+                             sp_folder=options.sp_folder)
+    service.host = NetworkHost(runtime, poll_seconds=options.poll_seconds).start()
+    scheme = "https" if options.tls_cert else "http"
+    config = uvicorn.Config(create_app(service), host=options.host, port=options.port, log_level="warning",
+                            access_log=False, ssl_certfile=options.tls_cert, ssl_keyfile=options.tls_key,
+                            timeout_graceful_shutdown=5, lifespan="off")
+    server = _Server(config, scheme)
+    try:
+        server.run()
+    finally:
+        service.host.stop()
+        service.trail.close()
+    if not server.started:
+        raise StreamwardenError(f"cannot listen on {options.host}:{options.port} (in use, or not an address here)")
+    print("stopped", file=sys.stderr)
+    return 0
+
+
+__all__ = ["ServeOptions", "open_service", "serve"]
