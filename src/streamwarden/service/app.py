@@ -173,6 +173,7 @@ def create_app(service: Service) -> FastAPI:
             request.state.policies = _policies(rewriting)
             return JSONResponse({"id": body.id, "dry_run": True, "explanation": explanation(rewriting)})
         entry, rewriting = book.register_own(principal, body.id, body.query, body.level, catalog)
+        request.state.object = f"query:{entry.internal}"
         request.state.policies = _policies(rewriting)
         service.refresh()
         return JSONResponse({"id": entry.id, "explanation": explanation(rewriting)}, status_code=201)

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from streamwarden.engine.spark_log import silence_spark_log
 from streamwarden.runtime.network import NetworkRuntime
 
 log = logging.getLogger("streamwarden.service")
@@ -66,10 +68,19 @@ class NetworkHost:
         except Exception as exc:  # a bad change must not stop the service: the next poll retries
             log.error("applying the store's changes failed: %s", str(exc).splitlines()[0] if str(exc) else exc)
 
-    def stop(self) -> None:
+    def stop(self, *, batch_grace: float = 60.0) -> None:
+        """Stop polling, let the micro-batch under way finish (at most ``batch_grace`` seconds),
+        then stop every pipeline: what Spark committed stays, nothing is cut half-way."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=60)
+        deadline = time.monotonic() + batch_grace
+        while time.monotonic() < deadline and self.runtime.in_batch():
+            time.sleep(0.05)
+        try:
+            silence_spark_log()  # tasks a stop interrupts log errors: not for the operator
+        except Exception:
+            pass
         self.runtime.stop()
 
     def pipelines(self) -> list[PipelineStatus]:

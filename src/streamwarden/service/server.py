@@ -11,6 +11,7 @@ audit trail, and exits 0.
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,15 +116,24 @@ def serve(options: ServeOptions) -> int:
                             access_log=False, ssl_certfile=options.tls_cert, ssl_keyfile=options.tls_key,
                             timeout_graceful_shutdown=5, lifespan="off")
     server = _Server(config, scheme)
+    # uvicorn handles SIGTERM/SIGINT while it runs, then raises the signal again under the
+    # handlers it found: make those no-ops, so a stop is a clean exit 0, not a death by signal.
+    previous = {sig: signal.signal(sig, _stopping) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         server.run()
     finally:
         service.host.stop()
         service.trail.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if not server.started:
         raise StreamwardenError(f"cannot listen on {options.host}:{options.port} (in use, or not an address here)")
     print("stopped", file=sys.stderr)
     return 0
+
+
+def _stopping(signum: int, frame: Any) -> None:
+    """A stop signal after uvicorn's own handling: the shutdown is already under way."""
 
 
 __all__ = ["ServeOptions", "open_service", "serve"]

@@ -1,0 +1,138 @@
+"""``streamwarden serve`` for real: a subprocess on Spark, its URL, tokens and folders.
+
+    with Served.start(tmp_path) as served:
+        served.post("/v1/queries", "ann", json={...})
+
+The service listens on a free port (``--port 0``; the port comes from its ``listening on``
+line). :meth:`Served.kill` sends SIGKILL (no cleanup at all) and :meth:`Served.restart`
+starts it again on the same store, checkpoint and output, as an operator would.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from streamwarden.catalog.identity import create_token
+from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.catalog.store import CatalogStore
+
+from .conftest import CATALOG
+
+START_TIMEOUT = 180.0  # seconds for Spark and the first pipelines on a loaded 2-core machine
+
+
+@dataclass
+class Served:
+    root: Path
+    store_url: str
+    tokens: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[str] | None = None
+    url: str = ""
+    log: Path | None = None
+
+    @classmethod
+    def start(cls, root: Path, *, catalog: str = CATALOG, extra: tuple[str, ...] = ()) -> "Served":
+        (root / "home").mkdir(parents=True, exist_ok=True)
+        url = f"sqlite:///{root / 'home' / 'store.db'}"
+        CatalogStore(url).save(load_catalog_text(catalog, "catalog.yaml"))
+        served = cls(root, url)
+        for user in ("ann", "bob", "eve"):
+            served.tokens[user] = create_token(url, user, expires=timedelta(hours=2))
+        served.tokens["root"] = create_token(url, "root", admin=True, expires=timedelta(hours=2))
+        served.tokens["readings"] = create_token(url, provider_stream="Readings", expires=timedelta(hours=2))
+        served.tokens["vitals7"] = create_token(url, provider_stream="Vitals", provider_key="7",
+                                                expires=timedelta(hours=2))
+        served.extra = extra  # type: ignore[attr-defined]
+        return served.launch()
+
+    def launch(self) -> "Served":
+        self.log = self.root / f"serve-{int(time.time() * 1000)}.log"
+        command = [sys.executable, "-m", "streamwarden.cli.main", "serve", "--store", self.store_url,
+                   "--input", f"Readings={self.root / 'in' / 'Readings'}", "--input", f"Vitals={self.root / 'in' / 'Vitals'}",
+                   "--output-dir", str(self.root / "out"), "--checkpoint", str(self.root / "checkpoint"),
+                   "--port", "0", "--trigger", "0.5 seconds", *getattr(self, "extra", ())]
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=open(self.log, "w"), text=True,
+                                        env=env, start_new_session=True)
+        deadline = time.monotonic() + START_TIMEOUT
+        assert self.process.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                raise AssertionError(f"serve ended before listening: {self.log.read_text()[-3000:]}")
+            if line.startswith("listening on "):
+                self.url = line.split(" ", 2)[2].strip()
+                return self
+        raise AssertionError("serve did not listen in time")
+
+    # -- requests --------------------------------------------------------------------------------
+    def headers(self, holder: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[holder]}"}
+
+    def request(self, method: str, path: str, holder: str | None = None, **kwargs: Any) -> httpx.Response:
+        headers = dict(kwargs.pop("headers", {}))
+        if holder is not None:
+            headers.update(self.headers(holder))
+        return httpx.request(method, self.url + path, headers=headers, timeout=30, **kwargs)
+
+    def get(self, path: str, holder: str | None = None, **kwargs: Any) -> httpx.Response:
+        return self.request("GET", path, holder, **kwargs)
+
+    def post(self, path: str, holder: str | None = None, **kwargs: Any) -> httpx.Response:
+        return self.request("POST", path, holder, **kwargs)
+
+    def rows(self, query: str, holder: str, after: str = "0") -> tuple[list[dict], str]:
+        answer = self.get(f"/v1/queries/{query}/rows?after={after}&limit=10000", holder)
+        answer.raise_for_status()
+        body = answer.json()
+        return body["rows"], body["next"]
+
+    def wait_rows(self, query: str, holder: str, count: int, timeout: float = 120.0) -> list[dict]:
+        """Poll until ``holder`` has ``count`` rows of ``query`` (the network runs micro-batches)."""
+        deadline = time.monotonic() + timeout
+        rows: list[dict] = []
+        while time.monotonic() < deadline:
+            rows, _ = self.rows(query, holder)
+            if len(rows) >= count:
+                return rows
+            time.sleep(0.25)  # polling a service from outside: there is no processAllAvailable here
+        raise AssertionError(f"{holder} has {len(rows)} rows of {query}, not {count}: {self.log_tail()}")
+
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-2000:] if self.log else ""
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def terminate(self, timeout: float = 120.0) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the service and everything it started (Spark's JVM, Python workers)."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+
+    def restart(self) -> "Served":
+        return self.launch()
+
+    def __enter__(self) -> "Served":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait(30)
