@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench check-java clean
+.PHONY: demo serve test bench check-java browser clean
 
 check-java:
 	@scripts/check_java.sh
@@ -19,7 +19,14 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/streamwarden demo
 
-test: $(STAMP)
+serve: $(STAMP)
+	$(BIN)/streamwarden demo --serve
+
+# The console's browser test drives Debian's Chromium: installed here when missing (as root with apt).
+browser:
+	@scripts/ensure_browser.sh
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

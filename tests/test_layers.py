@@ -30,7 +30,8 @@ ALLOWED: dict[str, set[str]] = {
     "service": {"language", "catalog", "plan", "security", "engine", "runtime", "explain"},
     "cli": {"language", "catalog", "plan", "security", "papers", "engine", "runtime", "explain", "api", "demo",
             "datagen", "service", "__init__"},
-    "demo": {"language", "catalog", "plan", "security", "papers", "engine", "runtime", "explain", "api", "datagen"},
+    "demo": {"language", "catalog", "plan", "security", "papers", "engine", "runtime", "explain", "api", "datagen",
+             "service"},
     "datagen": set(),
     "__init__": {"api", "catalog", "language", "security", "explain"},
 }

@@ -176,6 +176,10 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--soldiers", type=int, default=40, metavar="N", help="soldiers in the drill (default 40)")
     demo.add_argument("--minutes", type=float, default=20.0, metavar="M",
                       help="minutes of drill data (default 20)")
+    demo.add_argument("--serve", action="store_true",
+                      help="instead: start the service (streamwarden serve) on the shared network's data, printing a "
+                           "token for each user (make serve); Ctrl-C stops it")
+    demo.add_argument("--port", default=8470, type=_port, metavar="PORT", help="with --serve: the port (default 8470)")
     spark_args(demo)
 
     sp = command(sub, "sp", "print the SP records a data provider sends for INSERT SP statements")
@@ -298,6 +302,9 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"how late a tuple may arrive and still count in an aggregate's windows: {DURATION}")
     serve.add_argument("--trigger", default="1 second", metavar="DURATION",
                        help=f"micro-batch interval: {DURATION} (default 1 second)")
+    serve.add_argument("--log-dir", default=None, metavar="DIR",
+                       help="Spark's own log goes to DIR/spark.log (default: logs/ next to the store); the service "
+                            "logs JSON lines on stderr")
     spark_args(serve)
 
     command(sub, "bench", "run the benchmarks (same as make bench)")
@@ -457,6 +464,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _token(args)
     if args.command == "audit":
         return _audit(args)
+    if args.command == "demo" and args.serve:
+        from streamwarden.demo.serve import serve_demo
+
+        workdir = Path(args.workdir if args.workdir != ".streamwarden/demo" else ".streamwarden/serve")
+        return serve_demo(workdir, port=args.port)
     if args.command == "demo":
         from streamwarden.demo import run_demo
 
@@ -730,7 +742,7 @@ def _serve(args: argparse.Namespace) -> int:
         store_url=args.store, inputs=_inputs(args.input), output_dir=args.output_dir, catalog=args.catalog,
         host=args.host, port=args.port, tls_cert=args.tls_cert, tls_key=args.tls_key, jwks=args.jwks,
         issuer=args.issuer, audience=args.audience, checkpoint=args.checkpoint, sp_folder=args.sp_folder,
-        trigger=_trigger(args.trigger), lateness=_lateness(args.lateness)))
+        trigger=_trigger(args.trigger), lateness=_lateness(args.lateness), log_dir=args.log_dir))
 
 
 def _sp(args: argparse.Namespace) -> int:

@@ -51,6 +51,8 @@ from streamwarden.service.errors import ApiError
 
 MAX_BODY = 16 * 1024 * 1024  # bytes in one request: a bigger batch is several requests
 MAX_RECORDS = 100_000
+#: Fields a tuple of a punctuated stream may carry besides its attributes: the sp-batch that governs it.
+TUPLE_SP_FIELDS = {"sp_ts": "timestamp", "sp_csn": "int"}
 SP_FIELDS = ("kind", "streams", "tuples", "attributes", "roles", "sign", "immutable", "grant", "ts", "sn")
 _RANGES = {"int": 2 ** 31, "long": 2 ** 63}
 _lock = threading.Lock()
@@ -77,7 +79,7 @@ def check_records(body: bytes, stream: StreamDef, key: ProviderKey | None, *,
         raise ApiError(422, "the body holds no record: send JSON lines, one record per line")
     if len(lines) > MAX_RECORDS:
         raise ApiError(413, f"more than {MAX_RECORDS} records in one request: send them in several")
-    return [_canonical(_record(number, text, stream, key, keyed), number) for number, text in lines]
+    return [_canonical(_record(number, text, stream, key, keyed)) for number, text in lines]
 
 
 def _record(number: int, text: str, stream: StreamDef, key: ProviderKey | None, keyed: bool) -> dict[str, Any]:
@@ -112,13 +114,16 @@ def _record(number: int, text: str, stream: StreamDef, key: ProviderKey | None, 
     else:
         if "kind" in record:
             raise fail(f"kind must be \"sp\" or absent (a tuple), not {str(record['kind'])[:32]!r}")
-        allowed = set(stream.attributes) | {"seq"}
+        allowed = set(stream.attributes) | {"seq"} | (set(TUPLE_SP_FIELDS) if stream.punctuated else set())
         extra = sorted(set(record) - allowed)
         if extra:
             raise fail(f"stream {stream.name} has no attribute {extra[0][:64]!r}")
         if record.get("ts") is None:
             raise fail("a tuple needs its event time ts")
         checked = {name: _typed(record[name], name, stream, fail) for name in stream.attributes if name in record}
+        for name, dtype in TUPLE_SP_FIELDS.items():  # the policy (sp_ts, sp_csn) a tuple says governs it
+            if name in record:
+                checked[name] = _typed_as(record[name], name, dtype, fail)
     if "seq" in record:
         seq = record["seq"]
         if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq < 2 ** 63:
@@ -136,7 +141,10 @@ def _record(number: int, text: str, stream: StreamDef, key: ProviderKey | None, 
 
 def _typed(value: Any, name: str, stream: StreamDef, fail: Any) -> Any:
     """``value`` checked against the attribute's declared type (None stays NULL)."""
-    dtype = stream.type_of(name)
+    return _typed_as(value, name, stream.type_of(name), fail)
+
+
+def _typed_as(value: Any, name: str, dtype: str | None, fail: Any) -> Any:
     if value is None:
         return None
     if dtype in _RANGES:
@@ -198,7 +206,7 @@ def _next_name() -> str:
         return name
 
 
-def _canonical(record: dict[str, Any], number: int) -> str:
+def _canonical(record: dict[str, Any]) -> str:
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 

@@ -10,6 +10,7 @@ audit trail, and exits 0.
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import sys
@@ -21,7 +22,6 @@ import uvicorn
 
 from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.loader import load_catalog
-from streamwarden.catalog.store import CatalogStore
 from streamwarden.errors import StreamwardenError
 from streamwarden.names import check_name, private_dir
 from streamwarden.service.app import Service, create_app
@@ -51,6 +51,7 @@ class ServeOptions:
     trigger: str = "1 second"
     lateness: str = "0 seconds"
     poll_seconds: float = 1.0
+    log_dir: str | None = None  # Spark's own log goes here (default: logs/ next to the store)
 
 
 def open_service(options: ServeOptions, host: Any = None) -> Service:
@@ -100,17 +101,23 @@ class _Server(uvicorn.Server):
 
 def serve(options: ServeOptions) -> int:
     """Run the service until SIGTERM or Ctrl-C; returns the exit status."""
-    from streamwarden.engine.session import get_spark
+    from streamwarden.engine.spark_log import start_logged_spark
     from streamwarden.runtime.network import NetworkRuntime, default_checkpoint_root
     from streamwarden.service.host import NetworkHost
 
     service = open_service(options)
+    structured_logs()
+    log_dir = Path(options.log_dir) if options.log_dir else service.store.home / "logs"
+    spark = start_logged_spark(log_dir)  # Spark's output in a file: stderr carries the service's JSON lines
+    log.info("Spark's log is %s", log_dir / "spark.log")
     root = Path(options.checkpoint) if options.checkpoint else default_checkpoint_root(service.store.home,
                                                                                        options.output_dir)
-    runtime = NetworkRuntime(get_spark(), service.store.url, {k: str(v) for k, v in service.inputs.items()},
+    runtime = NetworkRuntime(spark, service.store.url, {k: str(v) for k, v in service.inputs.items()},
                              options.output_dir, root, lateness=options.lateness, trigger=options.trigger,
                              sp_folder=options.sp_folder)
     service.host = NetworkHost(runtime, poll_seconds=options.poll_seconds).start()
+    log.info("network started: %d pipelines for %d registered queries", len(runtime.running),
+             len(runtime.plan.queries))
     scheme = "https" if options.tls_cert else "http"
     config = uvicorn.Config(create_app(service), host=options.host, port=options.port, log_level="warning",
                             access_log=False, ssl_certfile=options.tls_cert, ssl_keyfile=options.tls_key,
@@ -128,8 +135,30 @@ def serve(options: ServeOptions) -> int:
             signal.signal(sig, handler)
     if not server.started:
         raise StreamwardenError(f"cannot listen on {options.host}:{options.port} (in use, or not an address here)")
-    print("stopped", file=sys.stderr)
+    log.info("stopped: every pipeline stopped after its last committed micro-batch")
     return 0
+
+
+class _JsonLines(logging.Formatter):
+    """One JSON object a line: time, level, logger, message (names and counts only: the service
+    never logs a token, a header or a row)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname.lower(),
+                 "logger": record.name, "message": record.getMessage()}
+        if record.exc_info:
+            entry["trace"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def structured_logs(level: int = logging.INFO) -> None:
+    """The service's log on stderr as JSON lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JsonLines())
+    logger = logging.getLogger("streamwarden")
+    logger.handlers[:] = [handler]
+    logger.setLevel(level)
+    logger.propagate = False
 
 
 def _stopping(signum: int, frame: Any) -> None:
