@@ -219,6 +219,8 @@ def create_app(service: Service) -> FastAPI:
         entry = service.book.find(principal, query_id)
         request.state.object = f"query:{entry.internal}"
         page = read_rows(safe_path(service.output, principal.name, entry.internal), after=_cursor(after), limit=limit)
+        # the audit names the policies that authorized what was read: each row carries its own
+        request.state.policies = tuple(sorted({str(p) for row in page.rows for p in row.get("_policies") or ()}))[:1000]
         return {"rows": page.rows, "next": str(page.next)}
 
     @app.get("/v1/queries/{query_id}/stream")
