@@ -39,9 +39,10 @@ class Served:
     process: subprocess.Popen[str] | None = None
     url: str = ""
     log: Path | None = None
+    verify: str | bool = True  # with TLS: the certificate the client trusts
 
     @classmethod
-    def start(cls, root: Path, *, catalog: str = CATALOG, extra: tuple[str, ...] = ()) -> "Served":
+    def start(cls, root: Path, *, catalog: str = CATALOG, extra: tuple[str, ...] = (), tls: bool = False) -> "Served":
         (root / "home").mkdir(parents=True, exist_ok=True)
         url = f"sqlite:///{root / 'home' / 'store.db'}"
         CatalogStore(url).save(load_catalog_text(catalog, "catalog.yaml"))
@@ -52,6 +53,10 @@ class Served:
         served.tokens["readings"] = create_token(url, provider_stream="Readings", expires=timedelta(hours=2))
         served.tokens["vitals7"] = create_token(url, provider_stream="Vitals", provider_key="7",
                                                 expires=timedelta(hours=2))
+        if tls:
+            cert, key = self_signed(root)
+            extra = (*extra, "--tls-cert", str(cert), "--tls-key", str(key))
+            served.verify = str(cert)
         served.extra = extra  # type: ignore[attr-defined]
         return served.launch()
 
@@ -83,7 +88,7 @@ class Served:
         headers = dict(kwargs.pop("headers", {}))
         if holder is not None:
             headers.update(self.headers(holder))
-        return httpx.request(method, self.url + path, headers=headers, timeout=30, **kwargs)
+        return httpx.request(method, self.url + path, headers=headers, timeout=30, verify=self.verify, **kwargs)
 
     def get(self, path: str, holder: str | None = None, **kwargs: Any) -> httpx.Response:
         return self.request("GET", path, holder, **kwargs)
@@ -136,3 +141,30 @@ class Served:
             except ProcessLookupError:
                 pass
             self.process.wait(30)
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, PEM files in ``folder`` (for the TLS test)."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path

@@ -38,7 +38,8 @@ def readings(first: int, count: int, *, value: float | None = None) -> str:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory):
-    with Served.start(tmp_path_factory.mktemp("served")) as running:
+    with Served.start(tmp_path_factory.mktemp("served"), tls=True) as running:  # over HTTPS
+        assert running.url.startswith("https://127.0.0.1:")
         for user in ("ann", "bob"):
             answer = running.post("/v1/queries", user, json={"id": "q1", "query": Q})
             assert answer.status_code == 201, answer.text
@@ -60,7 +61,7 @@ def test_each_user_gets_their_rows_and_no_one_elses(served: Served) -> None:
 def test_a_row_reaches_an_sse_client_within_a_second_of_its_output(served: Served) -> None:
     _, cursor = served.rows("q1", "ann")
     seen: list[tuple[float, dict]] = []
-    with httpx.stream("GET", f"{served.url}/v1/queries/q1/stream", timeout=120,
+    with httpx.stream("GET", f"{served.url}/v1/queries/q1/stream", timeout=120, verify=served.verify,
                       headers={**served.headers("ann"), "Last-Event-ID": cursor}) as events:
         served.post("/v1/streams/Readings/records", "readings", content=readings(101, 1, value=70.0))
         for line in events.iter_lines():

@@ -286,7 +286,8 @@ def create_app(service: Service) -> FastAPI:
             raise ApiError(404 if "query" in str(exc).split(" ")[1] else 422, str(exc).splitlines()[0]) from None
         except StreamwardenError as exc:
             raise ApiError(422, str(exc).splitlines()[0]) from None
-        service.refresh()
+        # no refresh: terminal switches read grants at every micro-batch, and the host's next poll
+        # (within a second) starts or stops the pipelines the change concerns
         periods = grant_intervals(service.server.changes(), body.query, body.user)
         return JSONResponse({"query": body.query, "user": body.user, "sign": body.sign,
                              "periods": [[_iso(a), None if b is None else _iso(b)] for a, b in periods]},
