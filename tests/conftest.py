@@ -53,3 +53,22 @@ def until_idle(stream) -> None:  # type: ignore[no-untyped-def]
         stream.processAllAvailable()
     finally:
         stream.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_url():  # type: ignore[no-untyped-def]
+    """A throwaway PostgreSQL server for the whole run (started on first use; skips its tests
+    when none can be started here): the URL of one database on it. See tests/postgres.py."""
+    from postgres import postgres_server
+
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_store_url(postgres_url: str):  # type: ignore[no-untyped-def]
+    """A fresh, empty PostgreSQL database for one test (dropped after): no test sees another's tables."""
+    from postgres import fresh_database
+
+    with fresh_database(postgres_url) as url:
+        yield url

@@ -29,7 +29,9 @@ next anchor kept).
 
 Appends are atomic (one transaction reads the head and inserts) and serialised within
 a process by a lock; across processes the head's compare-and-set and the unique seq
-make a losing writer retry.
+make a losing writer retry. On PostgreSQL the head row is also read ``FOR UPDATE``, so a
+writer in another process waits for the one ahead of it and then chains to its record
+(SQLite has no row locks and ignores it).
 
     >>> import tempfile, os
     >>> from streamwarden.catalog.store import CatalogStore
@@ -61,10 +63,9 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
 from sqlalchemy import Column, Integer, MetaData, String, Table, Text, create_engine, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.schema import CreateTable
 
 from streamwarden.catalog.identity import looks_like_token
-from streamwarden.catalog.store import CatalogStore, NoStore
+from streamwarden.catalog.store import CatalogStore, NoStore, create_tables
 from streamwarden.errors import StreamwardenError
 
 #: The ``prev`` of the first record.
@@ -203,7 +204,7 @@ class _Raced(Exception):
 
 def _append(conn: Connection, values: dict[str, Any]) -> AuditRecord:
     """In one transaction: chain to the head, insert, move the head (compare-and-set)."""
-    head = conn.execute(select(_head.c.seq, _head.c.hash).where(_head.c.id == 1)).first()
+    head = conn.execute(select(_head.c.seq, _head.c.hash).where(_head.c.id == 1).with_for_update()).first()
     if head is not None:
         last_seq, prev = head.seq, head.hash
     else:  # a new trail (or a lost head, which verify reports): chain to the table's last record
@@ -433,7 +434,7 @@ def _opened(store: str | CatalogStore | Engine) -> Iterator[Engine]:
         engine, owned = create_engine(the_store.url), True
     try:
         if owned or engine not in _ready:
-            _create_tables(engine)
+            create_tables(engine, _metadata)
             _ready.add(engine)
         yield engine
     finally:
@@ -475,14 +476,6 @@ def _record(row: Mapping[str, Any]) -> AuditRecord:
         raise AuditError(f"audit record {row['seq']} is unreadable (run `streamwarden audit verify`)") from None
     return AuditRecord(row["seq"], time, row["principal"], row["action"], row["object"], row["outcome"], policies,
                        row["request_id"], detail, row["prev"], row["hash"])
-
-
-def _create_tables(engine: Engine) -> None:
-    """The audit tables, if missing. IF NOT EXISTS, not check-then-create: several threads or
-    processes may open a store for the first time at once."""
-    with engine.begin() as conn:
-        for table in _metadata.sorted_tables:
-            conn.execute(CreateTable(table, if_not_exists=True))
 
 
 __all__ = ["AuditError", "AuditRecord", "GENESIS", "VerifyResult", "append", "parse_anchor", "records", "verify"]

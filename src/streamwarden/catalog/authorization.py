@@ -42,11 +42,11 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Iterable
 
-from sqlalchemy import (Boolean, Column, DateTime, Engine, Integer, MetaData, String, Table, Text, delete, inspect,
+from sqlalchemy import (Boolean, Column, Engine, Integer, MetaData, String, Table, Text, delete, inspect,
                         insert, select, text, update)
 
 from streamwarden.catalog.registry import AccessChange, RegisteredQuery
-from streamwarden.catalog.store import CatalogStore, UnknownName, _utc
+from streamwarden.catalog.store import CatalogStore, UnknownName, UTCDateTime, _utc, create_tables
 from streamwarden.errors import StreamwardenError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import check_name, open_private, private_dir
@@ -58,7 +58,7 @@ _metadata = MetaData()
 _changes = Table(
     "access_changes", _metadata,
     Column("seq", Integer, primary_key=True, autoincrement=True),
-    Column("ts", DateTime(timezone=True), nullable=False),
+    Column("ts", UTCDateTime(), nullable=False),
     Column("query", String, nullable=False),
     Column("user", String, nullable=False),
     Column("grant", Boolean, nullable=False),
@@ -67,7 +67,7 @@ _registered = Table(
     "registered_queries", _metadata,
     Column("id", String, primary_key=True),
     Column("users", Text, nullable=False),  # JSON list: the users QUERIES.yaml lists for it
-    Column("registered_at", DateTime(timezone=True), nullable=False),
+    Column("registered_at", UTCDateTime(), nullable=False),
     Column("query", Text, nullable=True),  # the CQL text (NULL in stores written before it was kept)
     Column("level", String, nullable=True),  # the level it runs at; NULL: each user's clearance
 )
@@ -84,7 +84,7 @@ class AuthorizationServer:
     def __init__(self, url: str | None = None, sp_folder: str | Path | None = None, *,
                  store: CatalogStore | None = None):
         self.store = store or CatalogStore(url)
-        _metadata.create_all(self.store.engine)
+        create_tables(self.store.engine, _metadata)
         _add_missing_columns(self.store.engine)
         self._sp_folder = Path(sp_folder).resolve() if sp_folder is not None else _default_sp_folder(self.store.url)
 

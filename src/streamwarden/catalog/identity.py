@@ -50,12 +50,11 @@ from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Callable, Iterator, Literal, Union
 
-from sqlalchemy import Boolean, Column, DateTime, MetaData, String, Table, Text, insert, select, update
+from sqlalchemy import Boolean, Column, MetaData, String, Table, Text, insert, select, update
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.schema import CreateTable
 
 from streamwarden.catalog.model import Catalog, StreamDef
-from streamwarden.catalog.store import CatalogStore, UnknownName, _sources, _utc
+from streamwarden.catalog.store import CatalogStore, UTCDateTime, UnknownName, _sources, _utc, create_tables
 from streamwarden.errors import SourceError, StreamwardenError
 from streamwarden.names import check_name
 
@@ -85,9 +84,9 @@ _tokens = Table(
     Column("name", String, nullable=False),  # the user, or the provider's stream
     Column("admin", Boolean, nullable=False),
     Column("provider_key", Text, nullable=True),  # JSON of the sub-stream value (providers of punctuated streams)
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("expires_at", DateTime(timezone=True), nullable=True),
-    Column("revoked_at", DateTime(timezone=True), nullable=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("expires_at", UTCDateTime(), nullable=True),
+    Column("revoked_at", UTCDateTime(), nullable=True),
 )
 _ready: "weakref.WeakSet[Engine]" = weakref.WeakSet()  # engines whose token table exists
 
@@ -430,7 +429,7 @@ def _opened(store: str | CatalogStore, *, require_catalog: bool) -> Iterator[tup
     engine = the_store.engine
     try:
         if engine not in _ready:
-            _create_tables(engine)
+            create_tables(engine, _metadata)
             _ready.add(engine)
         yield the_store, engine
     finally:
@@ -492,14 +491,6 @@ def _digest(token: str) -> str:
 
 def _now(now: datetime | None) -> datetime:
     return datetime.now(timezone.utc) if now is None else _utc(now)  # type: ignore[return-value]
-
-
-def _create_tables(engine: Engine) -> None:
-    """The token tables, if missing. IF NOT EXISTS, not check-then-create: several threads or
-    processes may open a store for the first time at once."""
-    with engine.begin() as conn:
-        for table in _metadata.sorted_tables:
-            conn.execute(CreateTable(table, if_not_exists=True))
 
 
 __all__ = ["MAX_LIFETIME", "PREFIX", "Principal", "ProviderKey", "TokenError", "TokenInfo", "authenticate",

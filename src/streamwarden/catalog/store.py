@@ -42,9 +42,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import (Column, DateTime, Float, MetaData, String, Table, Text, create_engine, delete, insert, inspect,
-                        select, update)
-from sqlalchemy.engine import Engine
+from sqlalchemy import (Column, DateTime, Float, MetaData, String, Table, Text, TypeDecorator, create_engine, delete,
+                        insert, inspect, select, text, update)
+from sqlalchemy.engine import Dialect, Engine
+from sqlalchemy.schema import CreateTable
 
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.model import Action, Catalog
@@ -79,12 +80,29 @@ class ActionChanges:
     dropped: tuple[str, ...] = ()  # no longer declared: removed
     reset: tuple[str, ...] = ()  # reset_actions=True: the file's values replace the live ones
 
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp column that holds UTC: stored converted to UTC (a naive value taken as
+    UTC), read back aware, in UTC. Each backend alone gets this wrong in its own way:
+    SQLite keeps no offset (it would store an aware time's wall clock, so 11:00+01:00 came
+    back as 11:00 UTC), PostgreSQL returns its session's time zone."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return _utc(value)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return _utc(value)
+
+
 _metadata = MetaData()
 _sources = Table(
     "catalog_source", _metadata,
     Column("name", String, primary_key=True),
     Column("text", Text, nullable=False),
-    Column("loaded_at", DateTime(timezone=True), nullable=False),
+    Column("loaded_at", UTCDateTime(), nullable=False),
 )
 _policies = Table(
     "policies", _metadata,
@@ -100,14 +118,31 @@ _policies = Table(
 _actions = Table(
     "actions", _metadata,
     Column("name", String, primary_key=True),
-    Column("start", DateTime(timezone=True)),
-    Column("end", DateTime(timezone=True)),
+    Column("start", UTCDateTime()),
+    Column("end", UTCDateTime()),
     Column("target", Float),
 )
 
 
 def sqlite_url(path: str | Path) -> str:
     return f"sqlite:///{Path(path).resolve()}"
+
+
+# Any constant: the key of the PostgreSQL advisory lock that serialises the store's CREATE TABLEs.
+_DDL_LOCK_KEY = 0x5357_4344  # "SWCD"
+
+
+def create_tables(engine: Engine, metadata: MetaData) -> None:
+    """``metadata``'s tables, if missing. IF NOT EXISTS, not check-then-create: several
+    threads or processes may open a store for the first time at once. On PostgreSQL that
+    is not enough (two sessions' CREATE TABLE IF NOT EXISTS can still collide in its system
+    catalog, a unique violation), so there the creates also wait for a transaction-scoped
+    advisory lock."""
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _DDL_LOCK_KEY})
+        for table in metadata.sorted_tables:
+            conn.execute(CreateTable(table, if_not_exists=True))
 
 
 class CatalogStore:
@@ -160,7 +195,7 @@ class CatalogStore:
         if self._engine is None:
             created = self.path is not None and not self.path.exists()
             self._engine = create_engine(self.url)
-            _metadata.create_all(self._engine)
+            create_tables(self._engine, _metadata)
             if created and self.path is not None and self.path.exists():
                 os.chmod(self.path, PRIVATE_FILE)  # it holds grants and live state: its owner's only
         return self._engine
