@@ -50,9 +50,14 @@ class Tokens(dict):
 
 
 @pytest.fixture
-def store_url(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 'home' / 'store.db'}"
-    (tmp_path / "home").mkdir()
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store holding CATALOG: SQLite, or with ``indirect`` parametrization ``"postgres"`` a
+    fresh database of the test PostgreSQL server (tests/postgres.py)."""
+    if getattr(request, "param", "sqlite") == "postgres":
+        url = request.getfixturevalue("pg_store_url")
+    else:
+        (tmp_path / "home").mkdir()
+        url = f"sqlite:///{tmp_path / 'home' / 'store.db'}"
     CatalogStore(url).save(load_catalog_text(CATALOG, "catalog.yaml"))
     return url
 
@@ -70,7 +75,7 @@ def tokens(store_url: str) -> Tokens:
 
 @pytest.fixture
 def service(tmp_path: Path, store_url: str, tokens: Tokens) -> Iterator[Service]:
-    options = ServeOptions(store_url=store_url, output_dir=str(tmp_path / "out"),
+    options = ServeOptions(store_url=store_url, output_dir=str(tmp_path / "out"), sp_folder=str(tmp_path / "sps"),
                            inputs={"Vitals": str(tmp_path / "in" / "Vitals"),
                                    "Readings": str(tmp_path / "in" / "Readings")})
     opened = open_service(options)

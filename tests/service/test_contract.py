@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from streamwarden.catalog.audit import verify
 from streamwarden.catalog.identity import revoke_tokens
 from streamwarden.service.queries import own_id
@@ -11,6 +13,8 @@ from streamwarden.service.queries import own_id
 from .conftest import deliver
 
 Q = "SELECT sensor, value FROM Readings"
+# The contract on both stores: SQLite by default, PostgreSQL by URL.
+pytestmark = pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
 
 
 def test_health_needs_no_token_and_everything_else_does(client, tokens):

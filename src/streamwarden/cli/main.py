@@ -160,6 +160,9 @@ def _parser() -> argparse.ArgumentParser:
             change.add_argument("--until", default=None, metavar="TIMESTAMP",
                                 help=f"when the grant expires: {TIMESTAMP} (default: never)")
         store_arg(change, "the network's store (must exist, with the queries registered)")
+        change.add_argument("--sp-folder", default=None, metavar="DIR",
+                            help="where access changes are published for the network (default: next to a SQLite "
+                                 "store; required for other stores, the same as the network's)")
 
     action = command(sub, "action", "update an action in the live store (start, end, target)")
     action.add_argument("name", metavar="ACTION", help="the action's name, as the stored catalog declares it")
@@ -563,7 +566,7 @@ def _access_change(args: argparse.Namespace) -> int:
     """``grant``/``revoke``: only on a store that exists, for a registered query and a known user."""
     from streamwarden.catalog.authorization import AuthorizationServer, _time
 
-    server = AuthorizationServer.existing(args.store)
+    server = AuthorizationServer.existing(args.store, args.sp_folder)
     for note in server.check(args.query, args.user, strict=True):
         print(f"note: {note}", file=sys.stderr)
     when = _time(args.ts)
