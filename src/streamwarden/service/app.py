@@ -52,6 +52,10 @@ from streamwarden.service.trail import AuditTrail
 
 log = logging.getLogger("streamwarden.service")
 CONSOLE = Path(__file__).with_name("console") / "index.html"
+#: The console's page may talk to this service only, and nothing may frame it.
+CONSOLE_POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+                  "img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'none'; "
+                  "frame-ancestors 'none'")
 MAX_CATALOG = 1024 * 1024  # bytes of catalog YAML
 MAX_ROWS = 10_000  # rows in one page
 STREAM_POLL = 0.1  # seconds between looks for new rows of an SSE stream
@@ -144,9 +148,18 @@ def create_app(service: Service) -> FastAPI:
     @app.get("/", include_in_schema=False, response_class=HTMLResponse)
     def console() -> HTMLResponse:
         try:
-            return HTMLResponse(CONSOLE.read_text(encoding="utf-8"))
+            page = CONSOLE.read_text(encoding="utf-8")
         except OSError:
-            return HTMLResponse("<!doctype html><title>streamwarden</title><p>The console is not installed.</p>")
+            page = "<!doctype html><title>streamwarden</title><p>The console is not installed.</p>"
+        return HTMLResponse(page, headers={"Content-Security-Policy": CONSOLE_POLICY, "X-Frame-Options": "DENY",
+                                           "Referrer-Policy": "no-referrer"})
+
+    @app.get("/v1/me")
+    def me(request: Request) -> dict[str, Any]:
+        """Who your token speaks for."""
+        principal = caller(request, "identity.read", "me")
+        return {"name": principal.name, "kind": principal.kind, "admin": principal.admin,
+                **({"stream": principal.stream} if principal.kind == "provider" else {})}
 
     # -- users: their queries ------------------------------------------------------------------------
     @app.post("/v1/queries", status_code=201)
@@ -336,8 +349,10 @@ def create_app(service: Service) -> FastAPI:
         admin(request, "network.read", "network")
         pipelines = service.host.pipelines() if service.host is not None else []
         return {"pipelines": [
-            {"name": p.name, "query": p.query, "users": list(p.users), "active": p.active, "batches": p.batches,
-             "last_batch_ms": p.last_batch_ms, "input_rows": p.input_rows, "rows": dict(p.rows),
+            {"name": p.name, "query": p.query, "users": list(p.users), "streams": list(p.streams), "active": p.active,
+             "batches": p.batches, "last_batch_ms": p.last_batch_ms, "input_rows": p.input_rows,
+             "rows_delivered": {u: sum(d.rows for d in deliveries(safe_path(service.output, u, p.query)))
+                                for u in p.users},
              "failure": p.failure} for p in pipelines]}
 
     @app.get("/metrics", response_class=PlainTextResponse)
@@ -565,7 +580,10 @@ class _Audited:
             nonlocal done
             if message["type"] == "http.response.start" and not done:
                 done = True
-                MutableHeaders(scope=message).append("X-Request-Id", request_id)
+                headers = MutableHeaders(scope=message)
+                headers.append("X-Request-Id", request_id)
+                headers.append("X-Content-Type-Options", "nosniff")
+                headers.append("Cache-Control", "no-store")  # rows and explanations are one user's: no cache keeps them
                 self._record(scope, state, message["status"], request_id)
             await send(message)
 

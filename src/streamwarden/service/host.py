@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from streamwarden.engine.spark_log import silence_spark_log
+from streamwarden.plan.nodes import sources
 from streamwarden.runtime.network import NetworkRuntime
 
 log = logging.getLogger("streamwarden.service")
@@ -34,11 +35,12 @@ class PipelineStatus:
     name: str
     query: str
     users: tuple[str, ...]
+    streams: tuple[str, ...]
     active: bool
     batches: int
     last_batch_ms: int | None
     input_rows: int | None
-    rows: Mapping[str, int]
+    rows: Mapping[str, int]  # delivered by this process (since it started)
     failure: str | None
 
 
@@ -98,7 +100,8 @@ class NetworkHost:
                     progress = None
             durations = (progress or {}).get("durationMs") or {}
             statuses.append(PipelineStatus(
-                name, r.pipeline.query.id, r.pipeline.users, active, r.batches,
+                name, r.pipeline.query.id, r.pipeline.users,
+                tuple(sorted({s.stream for s in sources(r.pipeline.rewriting.plan)})), active, r.batches,
                 durations.get("triggerExecution"), (progress or {}).get("numInputRows"), dict(r.rows),
                 self.failures.get(name)))
         return statuses
