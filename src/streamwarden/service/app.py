@@ -107,7 +107,7 @@ class ActionIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     start: str | None = Field(None, max_length=64)
     end: str | None = Field(None, max_length=64)
-    target: float | None = None
+    target: float | None = Field(None, allow_inf_nan=False)
 
 
 def create_app(service: Service) -> FastAPI:
@@ -248,7 +248,7 @@ def create_app(service: Service) -> FastAPI:
         return EventSourceResponse(_events(service, folder, start, request, header, principal, entry.id), ping=15)
 
     # -- admins ------------------------------------------------------------------------------
-    @app.put("/v1/catalog")
+    @app.put("/v1/catalog", openapi_extra=_raw_body("the catalog's YAML", "application/yaml"))
     async def put_catalog(request: Request) -> dict[str, Any]:
         admin(request, "catalog.update", "catalog")
         body = await _body(request, MAX_CATALOG)
@@ -288,6 +288,8 @@ def create_app(service: Service) -> FastAPI:
         admin(request, "grant.create" if body.sign == "+" else "grant.revoke", f"query:{_short(body.query)}")
         ts = _time(body.ts, "ts")
         until = _time(body.until, "until")
+        if body.query not in service.server.registered():  # the server takes any id while none is registered
+            raise ApiError(404, f"no query {body.query!r} is registered")
         if until is not None and body.sign == "-":
             raise ApiError(422, "until ends a grant: a revocation has none", field="until")
         try:
@@ -326,6 +328,11 @@ def create_app(service: Service) -> FastAPI:
             values["target"] = body.target
         if not values:
             raise ApiError(422, "say what to change: start, end or target")
+        current = service.store.actions().get(name)
+        start = values.get("start", current.start if current else None)
+        end = values.get("end", current.end if current else None)
+        if start is not None and end is not None and end < start:
+            raise ApiError(422, "an action cannot end before it starts", field="end")
         try:
             service.store.set_action(name, **values)
         except StreamwardenError as exc:
@@ -361,7 +368,8 @@ def create_app(service: Service) -> FastAPI:
         return PlainTextResponse(_metrics_text(service), media_type="text/plain; version=0.0.4")
 
     # -- providers -------------------------------------------------------------------------------
-    @app.post("/v1/streams/{stream}/records", status_code=201)
+    @app.post("/v1/streams/{stream}/records", status_code=201,
+              openapi_extra=_raw_body("JSON lines, one record per line", "application/x-ndjson"))
     async def append(stream: str, request: Request) -> JSONResponse:
         """Append JSON-lines records to a stream, all or nothing (provider tokens)."""
         principal = caller(request, "records.append", f"stream:{_short(stream)}")
@@ -481,10 +489,17 @@ def _metrics_text(service: Service) -> str:
     return "".join(text)
 
 
+def _raw_body(what: str, media: str) -> dict[str, Any]:
+    """The OpenAPI description of a body a route reads itself (text, not a JSON model)."""
+    return {"requestBody": {"description": what, "required": True, "content": {
+        media: {"schema": {"type": "string"}}, "text/plain": {"schema": {"type": "string"}},
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}}
+
+
 def _cursor(text: str | None) -> int:
     if text is None or text == "":
         return 0
-    if not text.isascii() or not text.isdigit() or int(text) > MAX_CURSOR:
+    if len(text) > len(str(MAX_CURSOR)) or not text.isascii() or not text.isdigit() or int(text) > MAX_CURSOR:
         raise ApiError(422, "after must be a cursor the service returned (next, or an event's id)", field="after")
     return int(text)
 
@@ -552,8 +567,9 @@ def _errors(app: FastAPI, service: Service) -> None:
     async def crashed(request: Request, exc: Exception) -> JSONResponse:
         rid = getattr(request.state, "request_id", "-")
         log.error("request %s failed: %s", rid, type(exc).__name__, exc_info=log.isEnabledFor(logging.DEBUG))
+        # Starlette answers a crash outside the middlewares: name the request here as well
         return JSONResponse({"error": f"the service failed on this request (request {rid}); it is in the log",
-                             "request_id": rid}, status_code=500)
+                             "request_id": rid}, status_code=500, headers={"X-Request-Id": rid})
 
 
 _OUTCOMES = {401: "unauthenticated", 403: "denied", 404: "not-found", 405: "refused", 409: "conflict",

@@ -90,6 +90,8 @@ def _record(number: int, text: str, stream: StreamDef, key: ProviderKey | None, 
         record = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except _Duplicate as exc:
         raise fail(f"the key {str(exc)[:64]!r} appears twice") from None
+    except RecursionError:
+        raise fail("not JSON this service reads (nested too deeply)") from None
     except ValueError as exc:
         column = getattr(exc, "colno", None)
         raise ApiError(422, f"line {number}: not JSON ({getattr(exc, 'msg', 'invalid')})", line=number,

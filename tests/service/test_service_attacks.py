@@ -1,0 +1,750 @@
+"""An attacker's tests of ``streamwarden serve`` (the HTTP contract without Spark).
+
+Each test is one attack and what the service must answer: forged and bent JWTs, odd
+``Authorization`` headers, probing for other users' queries, cursor abuse, provider
+records that speak for someone else or would break the engine, hostile catalogs, and
+registrations with hostile ids. Behind all of them: never a 5xx, an error is one JSON
+sentence, nothing is half-done (no new input file, no changed catalog), the audit trail
+verifies and holds no token, and a revoked token stops working at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from fastapi.testclient import TestClient
+
+from streamwarden.catalog.audit import records, verify
+from streamwarden.catalog.identity import create_token, revoke_tokens
+from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.catalog.store import CatalogStore
+from streamwarden.service import app as app_module
+from streamwarden.service.app import Service, create_app
+from streamwarden.service.queries import own_id
+from streamwarden.service.server import ServeOptions, open_service
+
+from .conftest import CATALOG, deliver
+
+Q = "SELECT sensor, value FROM Readings"
+ISSUER = "https://issuer.example"
+AUDIENCE = "streamwarden"
+KID = "k1"
+GOOD_VITAL = '{"ts": "2026-03-01T10:00:00Z", "patient": 7, "ward": "w1", "pulse": 80}'
+GOOD_READING = '{"ts": "2026-03-01T10:00:00Z", "sensor": 1, "site": "s1", "value": 2.5}'
+SP7 = ('{"kind": "sp", "streams": "Vitals", "tuples": "*", "attributes": "*", "roles": "Doctor", '
+       '"ts": "2026-03-01T09:00:00Z", "sn": 1, "patient": 7}')
+
+
+def assert_error(answer: Any, status: int | tuple[int, ...]) -> dict[str, Any]:
+    """The answer has this status and is one JSON error sentence (no traceback); its body."""
+    expected = (status,) if isinstance(status, int) else status
+    assert answer.status_code in expected, (answer.status_code, answer.text[:500])
+    body = answer.json()
+    assert isinstance(body.get("error"), str) and body["error"] and "\n" not in body["error"], body
+    assert "Traceback" not in answer.text and 'File "' not in answer.text
+    return body
+
+
+# -- JWTs of one issuer ---------------------------------------------------------------------------
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _segment(value: dict[str, Any]) -> str:
+    return _b64(json.dumps(value, separators=(",", ":")).encode("utf-8"))
+
+
+@pytest.fixture(scope="module")
+def keys() -> dict[str, Any]:
+    """The issuer's RSA key, and an attacker's of the same size."""
+    issuer = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return {"issuer": issuer, "other": other}
+
+
+@pytest.fixture
+def jwks_path(tmp_path: Path, keys: dict[str, Any]) -> Path:
+    jwk = jwt.algorithms.RSAAlgorithm.to_jwk(keys["issuer"].public_key(), as_dict=True)
+    jwk.update(kid=KID, use="sig", alg="RS256")
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps({"keys": [jwk]}), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def jwt_service(tmp_path: Path, store_url: str, jwks_path: Path) -> Iterator[Service]:
+    options = ServeOptions(store_url=store_url, output_dir=str(tmp_path / "out"),
+                           inputs={"Vitals": str(tmp_path / "in" / "Vitals")},
+                           jwks=str(jwks_path), issuer=ISSUER, audience=AUDIENCE)
+    opened = open_service(options)
+    assert opened.auth.issuer is not None and opened.auth.issuer.issuer == ISSUER
+    yield opened
+    opened.trail.close()
+
+
+@pytest.fixture
+def jwt_client(jwt_service: Service) -> Iterator[TestClient]:
+    with TestClient(create_app(jwt_service), raise_server_exceptions=False) as c:
+        yield c
+
+
+def claims(**changes: Any) -> dict[str, Any]:
+    """Claims the issuer would sign for ann, with ``changes`` (a value None removes the claim)."""
+    now = int(time.time())
+    base: dict[str, Any] = {"iss": ISSUER, "aud": AUDIENCE, "sub": "ann", "iat": now, "exp": now + 600}
+    base.update(changes)
+    return {k: v for k, v in base.items() if v is not None}
+
+
+def signed(keys: dict[str, Any], payload: dict[str, Any], *, key: str = "issuer", kid: Any = KID,
+           **header: Any) -> str:
+    return jwt.encode(payload, keys[key], algorithm="RS256", headers={"kid": kid, **header})
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_jwt_valid_rs256_token_of_a_declared_user_is_accepted(jwt_client, keys):
+    token = signed(keys, claims())
+    answer = jwt_client.get("/v1/queries", headers=bearer(token))
+    assert answer.status_code == 200, answer.text
+    made = jwt_client.post("/v1/queries", json={"id": "q1", "query": Q}, headers=bearer(token))
+    assert made.status_code == 201, made.text
+    assert [q["id"] for q in jwt_client.get("/v1/queries", headers=bearer(token)).json()["queries"]] == ["q1"]
+    assert_error(jwt_client.get("/v1/catalog", headers=bearer(token)), 403)  # a user, not an admin
+
+
+@pytest.mark.parametrize("roles,admin", [
+    (["streamwarden-admin"], True),
+    (["viewer", "streamwarden-admin"], True),
+    (None, False),
+    ([], False),
+    (["viewer"], False),
+    ("streamwarden-admin", False),  # a string, not a list of roles
+    (["Streamwarden-Admin"], False),
+    ({"streamwarden-admin": True}, False),
+])
+def test_jwt_admin_only_with_the_admin_role(jwt_client, keys, roles, admin):
+    token = signed(keys, claims(sub="root", roles=roles))
+    answer = jwt_client.get("/v1/catalog", headers=bearer(token))
+    if admin:
+        assert answer.status_code == 200, answer.text
+    else:
+        assert_error(answer, 403)
+
+
+def _forged(keys: dict[str, Any], jwks_path: Path, kind: str) -> str:
+    if kind == "alg none":
+        return f"{_segment({'alg': 'none', 'typ': 'JWT', 'kid': KID})}.{_segment(claims())}."
+    if kind == "alg none, signature kept":
+        valid = signed(keys, claims())
+        return f"{_segment({'alg': 'none', 'kid': KID})}.{_segment(claims())}.{valid.split('.')[2]}"
+    if kind == "HS256 with the public key as secret":
+        pem = keys["issuer"].public_key().public_bytes(serialization.Encoding.PEM,
+                                                        serialization.PublicFormat.SubjectPublicKeyInfo)
+        signing_input = f"{_segment({'alg': 'HS256', 'typ': 'JWT', 'kid': KID})}.{_segment(claims())}"
+        mac = hmac.new(pem, signing_input.encode("ascii"), hashlib.sha256).digest()
+        return f"{signing_input}.{_b64(mac)}"
+    if kind == "HS256 with the JWKS as secret":
+        signing_input = f"{_segment({'alg': 'HS256', 'kid': KID})}.{_segment(claims())}"
+        mac = hmac.new(jwks_path.read_bytes(), signing_input.encode("ascii"), hashlib.sha256).digest()
+        return f"{signing_input}.{_b64(mac)}"
+    if kind == "wrong issuer":
+        return signed(keys, claims(iss="https://evil.example"))
+    if kind == "issuer with a trailing slash":
+        return signed(keys, claims(iss=ISSUER + "/"))
+    if kind == "wrong audience":
+        return signed(keys, claims(aud="someone-else"))
+    if kind == "no audience":
+        return signed(keys, claims(aud=None))
+    if kind == "no issuer":
+        return signed(keys, claims(iss=None))
+    if kind == "expired":
+        return signed(keys, claims(iat=int(time.time()) - 7200, exp=int(time.time()) - 3600))
+    if kind == "missing exp":
+        return signed(keys, claims(exp=None))
+    if kind == "not yet valid":
+        return signed(keys, claims(nbf=int(time.time()) + 3600))
+    if kind == "missing sub":
+        return signed(keys, claims(sub=None))
+    if kind == "sub of an undeclared user":
+        return signed(keys, claims(sub="mallory"))
+    if kind == "sub differing in case":
+        return signed(keys, claims(sub="Ann"))
+    if kind == "sub with path characters":
+        return signed(keys, claims(sub="../x"))
+    if kind == "sub not a string":
+        return signed(keys, claims(sub=["ann"]))
+    if kind == "another key with the same kid":
+        return signed(keys, claims(), key="other")
+    if kind == "unknown kid":
+        return signed(keys, claims(), kid="k2")
+    if kind == "kid not a string":  # PyJWT will not write one: sign it by hand
+        signing_input = f"{_segment({'alg': 'RS256', 'kid': [KID]})}.{_segment(claims())}"
+        signature = keys["issuer"].sign(signing_input.encode("ascii"), padding.PKCS1v15(), hashes.SHA256())
+        return f"{signing_input}.{_b64(signature)}"
+    if kind == "signature cut":
+        return signed(keys, claims())[:-10]
+    if kind == "payload swapped":
+        valid = signed(keys, claims()).split(".")
+        return f"{valid[0]}.{_segment(claims(sub='root', roles=['streamwarden-admin']))}.{valid[2]}"
+    if kind == "giant header":
+        return signed(keys, claims(), pad="A" * 100_000)
+    if kind == "not base64":
+        return "!!!.???.###"
+    raise AssertionError(kind)
+
+
+FORGED = ["alg none", "alg none, signature kept", "HS256 with the public key as secret",
+          "HS256 with the JWKS as secret", "wrong issuer", "issuer with a trailing slash", "wrong audience",
+          "no audience", "no issuer", "expired", "missing exp", "not yet valid", "missing sub",
+          "sub of an undeclared user", "sub differing in case", "sub with path characters", "sub not a string",
+          "another key with the same kid", "unknown kid", "kid not a string", "signature cut", "payload swapped",
+          "giant header", "not base64"]
+
+
+@pytest.mark.parametrize("kind", FORGED)
+def test_jwt_forged_or_bent_is_401(jwt_client, keys, jwks_path, kind):
+    token = _forged(keys, jwks_path, kind)
+    for path in ("/v1/queries", "/v1/catalog"):
+        body = assert_error(jwt_client.get(path, headers=bearer(token)), 401)
+        assert set(body) == {"error"}  # which check failed is not said
+
+
+def test_jwt_never_lands_whole_in_the_audit_trail(jwt_client, jwt_service, keys):
+    token = signed(keys, claims())
+    jwt_client.get("/v1/queries", headers=bearer(token))
+    jwt_client.get(f"/v1/queries/{token}", headers=bearer(token))  # a token as a query id
+    jwt_client.get("/v1/queries", headers=bearer(token + "x"))
+    jwt_service.trail.flush()
+    text = json.dumps([r.to_json() for r in records(jwt_service.store)])
+    assert token not in text and token.split(".")[2] not in text
+    assert verify(jwt_service.store).ok
+
+
+# -- Authorization header oddities -------------------------------------------------------------------
+@pytest.mark.parametrize("header", [
+    "Basic YW5uOmFubg==",
+    "Bearer",
+    "Bearer ",
+    "Bearer    ",
+    "Bearer swt_0000000000000000_" + "A" * 43,
+    "Token {ann}",
+    "Bearer {ann} {ann}",
+    "Bearer{ann}",
+    "Bearer {ann}x",
+    "Bearer {ann}\x00",
+    "Bearer " + "A" * 1024 * 1024,
+    "Bearer {ann}" + " " * 1024 * 1024,
+])
+def test_odd_authorization_headers_are_401(client, tokens, header):
+    answer = client.get("/v1/queries", headers={"Authorization": header.format(ann=tokens["ann"])})
+    assert_error(answer, (400, 401, 431))
+
+
+def test_no_authorization_header_and_two_of_them_are_401(client, tokens):
+    assert_error(client.get("/v1/queries"), 401)
+    two = client.get("/v1/queries", headers=[("Authorization", f"Bearer {tokens['ann']}"),
+                                            ("Authorization", f"Bearer {tokens['root']}")])
+    # either one header wins or the pair is refused; never both identities at once, never a 5xx
+    assert two.status_code in (200, 400, 401), two.text
+
+
+@pytest.mark.parametrize("header", ["bearer {ann}", "BEARER {ann}", "Bearer  {ann}", "Bearer {ann} ",
+                                    "Bearer {ann}\n", "Bearer\t{ann}"])
+def test_scheme_case_and_spacing_follow_rfc_9110(client, tokens, header):
+    """The auth-scheme is case-insensitive and 1*SP may separate it from the token (RFC 9110
+    §11.1, RFC 6750 §2.1), so these still prove ann; whatever the server makes of a tab or a
+    trailing newline, it is ann or nobody, never someone else and never a 5xx."""
+    answer = client.get("/v1/queries", headers={"Authorization": header.format(ann=tokens["ann"])})
+    if "\t" in header or "\n" in header:
+        assert answer.status_code in (200, 400, 401), answer.text
+    else:
+        assert answer.status_code == 200, answer.text
+    if answer.status_code == 200:
+        assert client.get("/v1/catalog", headers={"Authorization": header.format(ann=tokens["ann"])}).status_code \
+            in (401, 403)
+
+
+# -- existence is not revealed -------------------------------------------------------------------------
+def _same_but_id(first: Any, second: Any, first_id: str, second_id: str) -> None:
+    assert first.status_code == second.status_code == 404, (first.text, second.text)
+    assert first.headers["content-type"] == second.headers["content-type"]
+    assert first.text.replace(repr(first_id), "'ID'") == second.text.replace(repr(second_id), "'ID'"), \
+        (first.text, second.text)
+
+
+@pytest.mark.parametrize("how", ["GET", "DELETE", "rows", "stream"])
+def test_bob_cannot_tell_anns_query_from_none(client, tokens, service, how):
+    assert client.post("/v1/queries", json={"id": "q1", "query": Q}, headers=tokens.header("ann")).status_code == 201
+    deliver(service, "ann", own_id("ann", "q1"), 1, ['{"sensor":1,"value":2.5}'])
+
+    def ask(query_id: str) -> Any:
+        path = f"/v1/queries/{query_id}"
+        if how == "GET":
+            return client.get(path, headers=tokens.header("bob"))
+        if how == "DELETE":
+            return client.delete(path, headers=tokens.header("bob"))
+        return client.get(f"{path}/{how}", headers=tokens.header("bob"))
+
+    missing = ask("zz9")
+    assert_error(missing, 404)
+    for probe in (own_id("ann", "q1"), "q1"):
+        _same_but_id(ask(probe), missing, probe, "zz9")
+    # and nothing happened to ann's query
+    mine = client.get("/v1/queries/q1/rows", headers=tokens.header("ann"))
+    assert mine.status_code == 200 and mine.json()["rows"] == [{"sensor": 1, "value": 2.5}]
+
+
+def test_bob_with_his_own_q1_still_never_reaches_anns(client, tokens, service):
+    for user in ("ann", "bob"):
+        assert client.post("/v1/queries", json={"id": "q1", "query": Q}, headers=tokens.header(user)).status_code == 201
+    deliver(service, "ann", own_id("ann", "q1"), 1, ['{"sensor":1,"value":99.0}'])
+    missing = client.get("/v1/queries/zz9/rows", headers=tokens.header("bob"))
+    _same_but_id(client.get(f"/v1/queries/{own_id('ann', 'q1')}/rows", headers=tokens.header("bob")), missing,
+                 own_id("ann", "q1"), "zz9")
+    assert client.get("/v1/queries/q1/rows", headers=tokens.header("bob")).json() == {"rows": [], "next": "0"}
+
+
+# -- cursors -------------------------------------------------------------------------------------------
+@pytest.fixture
+def anns_rows(client, tokens, service) -> list[dict[str, Any]]:
+    assert client.post("/v1/queries", json={"id": "q1", "query": Q}, headers=tokens.header("ann")).status_code == 201
+    rows = [{"sensor": i, "value": float(i)} for i in range(5)]
+    deliver(service, "ann", own_id("ann", "q1"), 1, [json.dumps(r, separators=(",", ":")) for r in rows])
+    return rows
+
+
+@pytest.mark.parametrize("params", [
+    {"after": "-1"}, {"after": str(10 ** 30)}, {"after": str(10 ** 40)}, {"after": "abc"}, {"after": "1.5"},
+    {"after": "١٢"}, {"after": "²"}, {"after": "0x10"}, {"after": " 1"}, {"after": "1e3"},
+    {"limit": "0"}, {"limit": "-1"}, {"limit": str(10 ** 9)}, {"limit": str(10 ** 30)}, {"limit": "9" * 5000},
+    {"limit": "ten"}, {"limit": "1.5"},
+])
+def test_rows_cursor_abuse_is_422(client, tokens, anns_rows, params):
+    assert_error(client.get("/v1/queries/q1/rows", params=params, headers=tokens.header("ann")), 422)
+
+
+def test_rows_empty_cursor_is_the_start(client, tokens, anns_rows):
+    """``after=`` (empty) is a form's absent field: the first page, as without it."""
+    answer = client.get("/v1/queries/q1/rows", params={"after": ""}, headers=tokens.header("ann"))
+    assert answer.status_code == 200 and answer.json()["rows"] == anns_rows
+
+
+@pytest.mark.parametrize("last_event_id", ["-1", "abc", "١٢", str(10 ** 30)])
+def test_stream_cursor_abuse_is_422(client, tokens, anns_rows, last_event_id):
+    headers = {**tokens.header("ann"), "Last-Event-ID": last_event_id.encode("utf-8")}
+    assert_error(client.get("/v1/queries/q1/stream", headers=headers), 422)
+
+
+def test_stream_huge_last_event_id_is_422(client, tokens, anns_rows):
+    headers = {**tokens.header("ann"), "Last-Event-ID": "9" * 5000}
+    assert_error(client.get("/v1/queries/q1/stream", headers=headers), 422)
+
+
+def test_anns_cursor_on_bobs_query_reveals_nothing_of_anns(client, tokens, service, anns_rows):
+    first = client.get("/v1/queries/q1/rows?limit=4", headers=tokens.header("ann")).json()
+    assert first["next"] == "4"
+    assert client.post("/v1/queries", json={"id": "q1", "query": Q}, headers=tokens.header("bob")).status_code == 201
+    bobs = [{"sensor": 100 + i, "value": 1.0} for i in range(2)]
+    deliver(service, "bob", own_id("bob", "q1"), 1, [json.dumps(r, separators=(",", ":")) for r in bobs])
+    for after in (first["next"], "5", "1", "0"):
+        answer = client.get("/v1/queries/q1/rows", params={"after": after}, headers=tokens.header("bob"))
+        assert answer.status_code == 200, answer.text
+        page = answer.json()
+        assert all(row in bobs for row in page["rows"]), page
+        assert page["next"] in (after, "2")  # his own position, or his cursor echoed: never ann's count
+    assert_error(client.get(f"/v1/queries/{own_id('ann', 'q1')}/rows", params={"after": first["next"]},
+                            headers=tokens.header("bob")), 404)
+
+
+# -- provider records ---------------------------------------------------------------------------------
+def _files(folder: Path) -> list[str]:
+    """Every entry of an input folder, hidden ones too (a half-written file would show)."""
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def _post(client: TestClient, tokens: Any, holder: str, body: bytes | str, stream: str = "Vitals") -> Any:
+    return client.post(f"/v1/streams/{stream}/records", content=body, headers=tokens.header(holder))
+
+
+def _then(good: str, old: str, new: str) -> str:
+    """Two records: ``good``, then ``good`` with ``old`` replaced by ``new`` (the one at fault, line 2)."""
+    assert old in good, old
+    return good + "\n" + good.replace(old, new)
+
+
+P7 = '"patient": 7'
+PULSE = '"pulse": 80'
+VALUE = '"value": 2.5'
+TS = "2026-03-01T10:00:00Z"
+REFUSED_RECORDS = {  # name: (holder, stream, body, status); the fault is always on line 2
+    "tuple of patient 8": ("provider7", "Vitals", _then(GOOD_VITAL, P7, '"patient": 8'), 403),
+    "SP of patient 8": ("provider7", "Vitals", GOOD_VITAL + "\n" + SP7.replace(P7, '"patient": 8'), 403),
+    "patient as text": ("provider7", "Vitals", _then(GOOD_VITAL, P7, '"patient": "7"'), 422),
+    "patient as 7.0": ("provider7", "Vitals", _then(GOOD_VITAL, P7, '"patient": 7.0'), 422),
+    "patient as true": ("provider7", "Vitals", _then(GOOD_VITAL, P7, '"patient": true'), 422),
+    "patient null": ("provider7", "Vitals", _then(GOOD_VITAL, P7, '"patient": null'), 422),
+    "tuple without patient": ("provider7", "Vitals", _then(GOOD_VITAL, P7 + ", ", ""), 422),
+    "SP without patient": ("provider7", "Vitals", GOOD_VITAL + "\n" + SP7.replace(", " + P7, ""), 422),
+    "SP with patient as text": ("provider7", "Vitals", GOOD_VITAL + "\n" + SP7.replace(P7, '"patient": "7"'), 422),
+    "duplicate key": ("provider7", "Vitals", _then(GOOD_VITAL, PULSE, PULSE + ', "pulse": 1'), 422),
+    "duplicate patient": ("provider7", "Vitals", _then(GOOD_VITAL, PULSE, PULSE + ', "patient": 8'), 422),
+    "NaN": ("provider7", "Vitals", _then(GOOD_VITAL, PULSE, '"pulse": NaN'), 422),
+    "-Infinity": ("readings", "Readings", _then(GOOD_READING, VALUE, '"value": -Infinity'), 422),
+    "1e400 double": ("readings", "Readings", _then(GOOD_READING, VALUE, '"value": 1e400'), 422),
+    "1e400 int": ("provider7", "Vitals", _then(GOOD_VITAL, PULSE, '"pulse": 1e400'), 422),
+    "int of 2**31": ("provider7", "Vitals", _then(GOOD_VITAL, PULSE, f'"pulse": {2 ** 31}'), 422),
+    "int below -2**31": ("provider7", "Vitals", _then(GOOD_VITAL, PULSE, f'"pulse": {-2 ** 31 - 1}'), 422),
+    "int of 5000 digits": ("provider7", "Vitals", _then(GOOD_VITAL, PULSE, '"pulse": ' + "9" * 5000), 422),
+    "unknown attribute": ("provider7", "Vitals", _then(GOOD_VITAL, PULSE, PULSE + ', "x": 1'), 422),
+    "year 10000": ("provider7", "Vitals", _then(GOOD_VITAL, TS, "10000-03-01T10:00:00Z"), 422),
+    "year 0": ("provider7", "Vitals", _then(GOOD_VITAL, TS, "0000-03-01T10:00:00Z"), 422),
+    "outside UTC years": ("provider7", "Vitals", _then(GOOD_VITAL, TS, "9999-12-31T23:59:59-01:00"), 422),
+    "no ts": ("provider7", "Vitals", _then(GOOD_VITAL, f'"ts": "{TS}", ', ""), 422),
+    "kind not sp": ("provider7", "Vitals", _then(GOOD_VITAL, PULSE, PULSE + ', "kind": "x"'), 422),
+    "negative seq": ("provider7", "Vitals", _then(GOOD_VITAL, PULSE, PULSE + ', "seq": -1'), 422),
+    "a list, not an object": ("provider7", "Vitals", GOOD_VITAL + "\n[1, 2]", 422),
+    "not JSON": ("provider7", "Vitals", GOOD_VITAL + '\n{"ts": ', 422),
+    "SP on an unpunctuated stream": ("readings", "Readings", GOOD_READING + "\n" + SP7.replace(", " + P7, "").replace(
+        "Vitals", "Readings"), 422),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED_RECORDS))
+def test_provider_records_refused_whole(client, tokens, service, name):
+    holder, stream, body, status = REFUSED_RECORDS[name]
+    folder = service.inputs[stream]
+    before = _files(folder)
+    answer = _post(client, tokens, holder, body, stream)
+    error = assert_error(answer, status)
+    assert error.get("line") == 2, error
+    assert _files(folder) == before  # all or nothing: not even the good first line
+
+
+def test_nested_record_is_422_naming_its_line(client, tokens, service):
+    before = _files(service.inputs["Vitals"])
+    for body in ("[" * 50 + "]" * 50, '{"a":' * 50 + "1" + "}" * 50, '{"ts": ' + "[" * 50 + "]" * 50 + "}"):
+        assert assert_error(_post(client, tokens, "provider7", GOOD_VITAL + "\n" + body), 422).get("line") == 2
+    assert _files(service.inputs["Vitals"]) == before
+
+
+@pytest.mark.parametrize("body", ["[" * 100_000, '{"a":' * 100_000])
+def test_deeply_nested_record_is_422_not_500(client, tokens, service, body):
+    before = _files(service.inputs["Vitals"])
+    answer = _post(client, tokens, "provider7", GOOD_VITAL + "\n" + body)
+    assert _files(service.inputs["Vitals"]) == before
+    assert assert_error(answer, 422).get("line") == 2
+
+
+def test_provider_of_one_stream_cannot_post_to_another(client, tokens, service):
+    before = _files(service.inputs["Vitals"])
+    assert_error(_post(client, tokens, "readings", GOOD_VITAL, "Vitals"), 403)
+    assert_error(_post(client, tokens, "provider7", GOOD_READING, "Readings"), 403)
+    for path_stream in ("..", "Vitals/..", "vitals", "Vitals%2F..%2FReadings", "Nope"):
+        answer = client.post(f"/v1/streams/{path_stream}/records", content=GOOD_VITAL,
+                             headers=tokens.header("provider7"))
+        assert answer.status_code in (403, 404, 405), (path_stream, answer.text)
+        assert_error(answer, answer.status_code)
+    assert _files(service.inputs["Vitals"]) == before
+
+
+@pytest.mark.parametrize("holder", ["ann", "root"])
+def test_users_and_admins_cannot_post_records(client, tokens, service, holder):
+    before = _files(service.inputs["Vitals"])
+    assert_error(_post(client, tokens, holder, GOOD_VITAL), 403)
+    assert _files(service.inputs["Vitals"]) == before
+
+
+def test_records_not_utf8_name_line_and_column(client, tokens, service):
+    before = _files(service.inputs["Vitals"])
+    body = (GOOD_VITAL + "\n").encode() + b'{"ts": "2026-03-01T10:00:00Z", "ward": "w\xff"}\n'
+    error = assert_error(_post(client, tokens, "provider7", body), 422)
+    assert error["line"] == 2 and error["column"] == 42, error  # the 42nd character of line 2
+    assert _files(service.inputs["Vitals"]) == before
+
+
+@pytest.mark.parametrize("body", [b"", b"\n\n", b"   \r\n\t\n"])
+def test_records_empty_body_is_422(client, tokens, service, body):
+    before = _files(service.inputs["Vitals"])
+    assert_error(_post(client, tokens, "provider7", body), 422)
+    assert _files(service.inputs["Vitals"]) == before
+
+
+def test_records_body_over_16_mb_is_413(client, tokens, service):
+    before = _files(service.inputs["Vitals"])
+    line = (GOOD_VITAL + "\n").encode()
+    body = line * (17 * 1024 * 1024 // len(line) + 1)
+    assert len(body) > 17 * 1024 * 1024
+    assert_error(_post(client, tokens, "provider7", body), 413)
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the service counts as it reads
+        for start in range(0, len(body), 1024 * 1024):
+            yield body[start:start + 1024 * 1024]
+
+    streamed = client.post("/v1/streams/Vitals/records", content=chunks(), headers=tokens.header("provider7"))
+    assert_error(streamed, 413)
+    assert _files(service.inputs["Vitals"]) == before
+
+
+def test_records_too_many_is_413(client, tokens, service):
+    before = _files(service.inputs["Vitals"])
+    assert_error(_post(client, tokens, "provider7", (GOOD_VITAL + "\n") * 100_001), 413)
+    assert _files(service.inputs["Vitals"]) == before
+
+
+def test_accepted_records_are_canonical_and_only_ones_own(client, tokens, service):
+    answer = _post(client, tokens, "provider7", SP7 + "\n" + GOOD_VITAL.replace('"pulse": 80', '"pulse": 80, "seq": 3'))
+    assert answer.status_code == 201, answer.text
+    files = [p for p in service.inputs["Vitals"].iterdir()]
+    assert len(files) == 1 and not files[0].name.startswith(".")
+    lines = files[0].read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["patient"] for line in lines] == [7, 7]
+
+
+# -- catalog updates by an admin ----------------------------------------------------------------------
+def _billion_laughs() -> str:
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for previous, name in zip("abcdefgh", "bcdefghi"):
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+HOSTILE_CATALOGS = {
+    "billion laughs": (_billion_laughs().encode(), 422),
+    "billion laughs in a valid catalog": (b"x: &x [1,1,1,1,1,1,1,1,1,1]\n" + "".join(
+        f"x{i}: &x{i} [" + ",".join([f"*x{i - 1 if i else ''}"] * 10) + "]\n" for i in range(8)).encode(), 422),
+    "recursive alias": (b"streams: &s {S: *s}\n", 422),
+    "deep nesting": (b"[" * 50_000, 422),
+    "invalid UTF-8": (b"streams:\n  S: {schema: {ts: timestamp}}\nusers: {\xff: {}}\n", 422),
+    "UTF-16": ("streams: {}\n".encode("utf-16"), 422),
+    "binary junk": (bytes(range(256)) * 64, 422),
+    "NUL and controls": (b"streams: {}\x00\x01\x02\n", 422),
+    "2 MB": (b"# " + b"x" * (2 * 1024 * 1024) + b"\n", 413),
+    "empty": (b"", 422),
+    "a list": (b"- 1\n- 2\n", 422),
+    "python tag": (b"streams: !!python/object/apply:os.system ['true']\n", 422),
+    "huge int": (b"streams: {S: {schema: {ts: timestamp}}}\nusers: {ann: {clearance: " + b"9" * 5000 + b"}}\n",
+                 422),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_CATALOGS))
+def test_hostile_catalog_is_refused_and_changes_nothing(client, tokens, service, name):
+    body, status = HOSTILE_CATALOGS[name]
+    before = service.store.load().text
+    answer = client.put("/v1/catalog", content=body, headers=tokens.header("root"))
+    error = assert_error(answer, status)
+    assert len(error["error"]) < 500
+    assert service.store.load().text == before
+    assert client.get("/v1/queries", headers=tokens.header("ann")).status_code == 200  # ann still signs in
+
+
+def test_catalog_not_utf8_names_its_line(client, tokens, service):
+    body = HOSTILE_CATALOGS["invalid UTF-8"][0]
+    error = assert_error(client.put("/v1/catalog", content=body, headers=tokens.header("root")), 422)
+    assert error["line"] == 3, error
+
+
+def test_catalog_2_mb_streamed_without_length_is_413(client, tokens, service):
+    before = service.store.load().text
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(4):
+            yield b"#" * (512 * 1024) + b"\n"
+
+    assert_error(client.put("/v1/catalog", content=chunks(), headers=tokens.header("root")), 413)
+    assert service.store.load().text == before
+
+
+# -- registering queries ------------------------------------------------------------------------------
+def test_cql_longer_than_20000_characters_is_422(client, tokens, service):
+    padded = Q + " " * (20_001 - len(Q))
+    assert len(padded) == 20_001
+    assert_error(client.post("/v1/queries", json={"id": "q1", "query": padded}, headers=tokens.header("ann")), 422)
+    assert service.server.registered() == {}
+    exact = Q + " " * (20_000 - len(Q))
+    made = client.post("/v1/queries", json={"id": "q1", "query": exact}, headers=tokens.header("ann"))
+    assert made.status_code == 201, made.text
+
+
+@pytest.mark.parametrize("query_id", ["../x", "a" * 65, "a/b", "..", "q 1", "q\n1", "_q", "1q", "q.1", "ｑ1", "",
+                                      "q1\x00", "Q1%2F"])
+def test_hostile_query_ids_are_422(client, tokens, service, query_id):
+    for holder, extra in (("ann", {}), ("root", {"users": ["ann"]})):
+        answer = client.post("/v1/queries", json={"id": query_id, "query": Q, **extra}, headers=tokens.header(holder))
+        assert_error(answer, 422)
+    assert service.server.registered() == {}
+    assert not service.output.exists() or not any(service.output.rglob("*"))
+
+
+def test_admin_cannot_take_a_users_own_query_id(client, tokens, service):
+    answer = client.post("/v1/queries", json={"id": own_id("ann", "q1"), "query": Q, "users": ["ann", "bob"]},
+                         headers=tokens.header("root"))
+    assert_error(answer, 422)
+    assert service.server.registered() == {}
+
+
+def test_long_id_for_a_long_user_name_is_422_not_a_long_folder(client, tokens, service):
+    answer = client.post("/v1/queries", json={"id": "a" * 64, "query": Q}, headers=tokens.header("ann"))
+    assert_error(answer, 422)  # u03ann_ + 64 characters is longer than a name may be
+    assert service.server.registered() == {}
+
+
+def test_same_id_for_two_users_stays_separate(client, tokens, service):
+    for user in ("ann", "bob"):
+        assert client.post("/v1/queries", json={"id": "q1", "query": Q}, headers=tokens.header(user)).status_code == 201
+    assert set(service.server.registered()) == {own_id("ann", "q1"), own_id("bob", "q1")}
+    deliver(service, "ann", own_id("ann", "q1"), 1, ['{"sensor":1,"value":99.0}'])
+    deliver(service, "bob", own_id("bob", "q1"), 1, ['{"sensor":2,"value":1.0}'])
+    def rows(user: str) -> list[dict[str, Any]]:
+        return client.get("/v1/queries/q1/rows", headers=tokens.header(user)).json()["rows"]
+
+    assert rows("ann") == [{"sensor": 1, "value": 99.0}]
+    assert rows("bob") == [{"sensor": 2, "value": 1.0}]
+    assert client.delete("/v1/queries/q1", headers=tokens.header("bob")).status_code == 200
+    assert set(service.server.registered()) == {own_id("ann", "q1")}
+    assert rows("ann") == [{"sensor": 1, "value": 99.0}]
+
+
+def test_a_users_id_shaped_like_another_users_internal_id_stays_theirs(client, tokens, service):
+    """bob naming his query u03ann_q1 gets u03bobu03ann_q1: ann's id space is untouched."""
+    assert client.post("/v1/queries", json={"id": "q1", "query": Q}, headers=tokens.header("ann")).status_code == 201
+    deliver(service, "ann", own_id("ann", "q1"), 1, ['{"sensor":1,"value":99.0}'])
+    made = client.post("/v1/queries", json={"id": own_id("ann", "q1"), "query": Q}, headers=tokens.header("bob"))
+    assert made.status_code == 201, made.text
+    assert own_id("bob", own_id("ann", "q1")) in service.server.registered()
+    rows = client.get(f"/v1/queries/{own_id('ann', 'q1')}/rows", headers=tokens.header("bob")).json()
+    assert rows == {"rows": [], "next": "0"}
+    assert [q["id"] for q in client.get("/v1/queries", headers=tokens.header("ann")).json()["queries"]] == ["q1"]
+
+
+# -- admin endpoints: values the store cannot hold ------------------------------------------------------
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_action_target_must_be_finite(tmp_path, store_url, value):
+    text = CATALOG.replace("policies:", 'actions:\n  a1: {start: "2026-03-01T10:00:00Z", end: null, target: 5.0}\n'
+                                        "policies:")
+    CatalogStore(store_url).save(load_catalog_text(text, "catalog.yaml"))
+    root = create_token(store_url, "root", admin=True)
+    opened = open_service(ServeOptions(store_url=store_url, output_dir=str(tmp_path / "out"), inputs={}))
+    try:
+        with TestClient(create_app(opened), raise_server_exceptions=False) as c:
+            answer = c.put("/v1/actions/a1", content='{"target": %s}' % value,
+                           headers={"Authorization": f"Bearer {root}", "Content-Type": "application/json"})
+            assert opened.store.actions()["a1"].target == 5.0
+            assert_error(answer, 422)
+    finally:
+        opened.trail.close()
+
+
+def test_grant_for_an_unknown_query_is_refused_even_on_an_empty_store(client, tokens, service):
+    answer = client.post("/v1/grants", json={"query": "nope", "user": "bob", "sign": "+"},
+                         headers=tokens.header("root"))
+    assert_error(answer, (404, 422))
+    assert service.server.changes() == ()
+
+
+# -- the audit trail ---------------------------------------------------------------------------------
+def test_audit_trail_verifies_names_each_request_and_holds_no_token(client, tokens, service):
+    answers = [
+        client.post("/v1/queries", json={"id": "q1", "query": Q}, headers=tokens.header("ann")),
+        client.get("/v1/queries/q1/rows", headers=tokens.header("ann")),
+        client.get(f"/v1/queries/{own_id('ann', 'q1')}", headers=tokens.header("bob")),
+        client.get("/v1/queries", headers={"Authorization": f"Bearer {tokens['eve']}x"}),
+        client.get("/v1/queries", headers={"Authorization": f"Basic {tokens['eve']}"}),
+        client.get(f"/v1/queries/{tokens['ann']}", headers=tokens.header("bob")),  # a token as a query id
+        client.get(f"/v1/queries/{tokens['ann']}/rows", headers=tokens.header("ann")),
+        client.get(f"/v1/nowhere/{tokens['root']}", headers=tokens.header("root")),  # and in an unknown path
+        client.post("/v1/queries", json={"id": tokens["bob"], "query": Q}, headers=tokens.header("bob")),
+        client.post("/v1/queries", json={"id": "q9", "query": tokens["bob"]}, headers=tokens.header("bob")),
+        client.post("/v1/grants", json={"query": own_id("ann", "q1"), "user": tokens["eve"], "sign": "+"},
+                    headers=tokens.header("root")),
+        client.get("/v1/audit", params={"principal": tokens["ann"]}, headers=tokens.header("root")),
+        client.put("/v1/catalog", content=f"streams: {{S: {{schema: {{ts: integer}}}}}}\n# {tokens['root']}\n",
+                   headers=tokens.header("root")),
+        client.post("/v1/streams/Vitals/records", content=GOOD_VITAL, headers=tokens.header("provider7")),
+        client.post("/v1/streams/Vitals/records", content=GOOD_VITAL.replace("w1", tokens["provider7"]),
+                    headers=tokens.header("provider7")),
+        client.post("/v1/streams/Vitals/records", content=GOOD_VITAL, headers=tokens.header("ann")),
+        client.delete("/v1/queries/q1", headers=tokens.header("ann")),
+        client.get("/", headers=tokens.header("ann")),
+    ]
+    assert all(a.status_code < 500 for a in answers), [(a.status_code, a.text[:200]) for a in answers]
+    service.trail.flush()
+    result = verify(service.store)
+    assert result.ok, result.message
+    trail = [r.to_json() for r in records(service.store)]
+    text = json.dumps(trail)
+    for holder, token in tokens.items():
+        assert token not in text, f"{holder}'s token is in the audit trail"
+        assert token.split("_")[-1] not in text, f"{holder}'s token secret is in the audit trail"
+    served = client.get("/v1/audit", headers=tokens.header("root")).text
+    assert not any(token in served for token in tokens.values())
+    ids = {r["request_id"] for r in trail}
+    for answer in answers:
+        request_id = answer.headers.get("x-request-id")
+        assert request_id, answer.text
+        assert request_id in ids, (answer.status_code, answer.text[:200])
+    assert len({a.headers["x-request-id"] for a in answers}) == len(answers)  # one id per request
+
+
+def test_a_forged_request_id_is_not_taken(client, tokens, service):
+    forged = "f" * 16
+    answer = client.get("/v1/queries", headers={**tokens.header("ann"), "X-Request-Id": forged})
+    assert answer.headers["x-request-id"] != forged
+    service.trail.flush()
+    assert forged not in {r.request_id for r in records(service.store)}
+
+
+def test_a_crash_is_500_with_its_request_id(client, tokens, service, monkeypatch):
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("disk on fire at /secret/path")
+
+    monkeypatch.setattr(service.book, "visible", broken)
+    answer = client.get("/v1/queries", headers=tokens.header("ann"))
+    body = assert_error(answer, 500)
+    assert "/secret/path" not in answer.text and "RuntimeError" not in answer.text
+    service.trail.flush()
+    assert body["request_id"] in {r.request_id for r in records(service.store) if r.outcome == "error"}
+    assert answer.headers.get("x-request-id") == body["request_id"]
+
+
+# -- revocation -----------------------------------------------------------------------------------------
+def test_revocation_is_immediate(client, tokens, store_url):
+    assert client.get("/v1/queries", headers=tokens.header("bob")).status_code == 200
+    assert revoke_tokens(store_url, "bob") == 1
+    assert_error(client.get("/v1/queries", headers=tokens.header("bob")), 401)
+    assert_error(client.post("/v1/queries", json={"id": "q1", "query": Q}, headers=tokens.header("bob")), 401)
+    assert client.get("/v1/queries", headers=tokens.header("ann")).status_code == 200  # only bob's
+
+
+def test_revocation_ends_an_open_stream(client, tokens, service, store_url, monkeypatch):
+    monkeypatch.setattr(app_module, "REAUTH_SECONDS", 0.05)
+    assert client.post("/v1/queries", json={"id": "q1", "query": Q}, headers=tokens.header("bob")).status_code == 201
+    deliver(service, "bob", own_id("bob", "q1"), 1, ['{"sensor":1,"value":1.0}'])
+    seen: list[str] = []
+    with client.stream("GET", "/v1/queries/q1/stream", headers=tokens.header("bob")) as answer:
+        assert answer.status_code == 200
+        for line in answer.iter_lines():
+            seen.append(line)
+            if line.startswith("data:") and not any(s.startswith("event: end") for s in seen):
+                if len([s for s in seen if s.startswith("data:")]) == 1:
+                    revoke_tokens(store_url, "bob")  # after the first row, while the stream is open
+                else:
+                    break
+            if line.startswith("data:") and any(s.startswith("event: end") for s in seen):
+                break
+    ended = [i for i, line in enumerate(seen) if line.startswith("event: end")]
+    assert ended, seen
+    assert any("no longer valid" in line for line in seen[ended[0]:]), seen
