@@ -91,6 +91,7 @@ class _Running:
     emitted: datetime | None = None  # the latest event time of a row it emitted (delivered or not)
     batches: int = 0
     rows: dict[str, int] = field(default_factory=dict)  # per user: rows delivered
+    withheld: dict[str, int] = field(default_factory=dict)  # per user: rows emitted outside their grants
     spgen: datetime | None = None  # ON RESULT: the date of SPGen's policy (the pipeline's earliest result)
 
 
@@ -357,7 +358,7 @@ class _TerminalSwitch:
             batch = self._spgen(batch, running)
         tag = f"{self.name.replace('-', '_')}_{batch_id}"
         observed = Observation(f"emitted_{tag}")
-        batch = batch.observe(observed, iso_timestamp(F.max(EVENT)).alias("latest"))
+        batch = batch.observe(observed, iso_timestamp(F.max(EVENT)).alias("latest"), F.count(F.lit(1)).alias("rows"))
         counted = Observation(f"delivered_{tag}")
         if recipients:
             to = F.array_compact(F.array(*[F.when(within_periods(p), F.lit(i)) for i, _, p in recipients]))
@@ -378,6 +379,10 @@ class _TerminalSwitch:
             shutil.rmtree(staging, ignore_errors=True)
         else:
             batch.write.format("noop").mode("overwrite").save()  # still runs the batch, for what it emitted
+        emitted_rows = int(observed.get.get("rows") or 0)
+        delivered_rows = {user: int(counted.get.get(str(i)) or 0) for i, user, _ in recipients} if recipients else {}
+        for user in pipeline.users:  # the terminal switch's decisions, for operators (metrics)
+            running.withheld[user] = running.withheld.get(user, 0) + emitted_rows - delivered_rows.get(user, 0)
         latest = observed.get.get("latest")
         if latest is not None:
             emitted = parse_timestamp(latest)

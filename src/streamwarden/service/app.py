@@ -486,6 +486,13 @@ def _metrics_text(service: Service) -> str:
                               kind="gauge"))
         text.append(m.counter("streamwarden_pipeline_input_rows", "Rows the last micro-batch read.",
                               {(p.name,): p.input_rows or 0 for p in pipelines}, ("pipeline",), kind="gauge"))
+        withheld: dict[tuple[str, ...], float] = {}
+        for p in pipelines:
+            for user, count in p.withheld.items():
+                withheld[(p.query, user)] = withheld.get((p.query, user), 0) + count
+        text.append(m.counter("streamwarden_rows_withheld_total",
+                              "Rows a query's pipeline emitted that the terminal switch withheld from a user (outside "
+                              "their grants), since the service started.", withheld, ("query", "user")))
     return "".join(text)
 
 

@@ -41,6 +41,7 @@ class PipelineStatus:
     last_batch_ms: int | None
     input_rows: int | None
     rows: Mapping[str, int]  # delivered by this process (since it started)
+    withheld: Mapping[str, int]  # emitted outside each user's grants, since this process started
     failure: str | None
 
 
@@ -103,6 +104,7 @@ class NetworkHost:
                 name, r.pipeline.query.id, r.pipeline.users,
                 tuple(sorted({s.stream for s in sources(r.pipeline.rewriting.plan)})), active, r.batches,
                 durations.get("triggerExecution"), (progress or {}).get("numInputRows"), dict(r.rows),
+                dict(r.withheld),
                 self.failures.get(name)))
         return statuses
 
