@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -122,6 +123,12 @@ _actions = Table(
     Column("end", UTCDateTime()),
     Column("target", Float),
 )
+
+
+@lru_cache(maxsize=4)
+def _parsed(text: str, name: str) -> Catalog:
+    """A stored catalog's text, validated once per text (a service loads it on every request)."""
+    return load_catalog_text(text, name)
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -244,7 +251,7 @@ class CatalogStore:
             from streamwarden.errors import CatalogError
 
             raise CatalogError(f"the store {self.url} holds no catalog: load one with 'streamwarden check FILE --store URL'")
-        catalog = load_catalog_text(row.text, row.name)
+        catalog = _parsed(row.text, row.name)
         return Catalog(catalog.streams, catalog.roles, catalog.users, self.actions(), catalog.policies,
                        catalog.name, catalog.text, catalog.lattice)
 

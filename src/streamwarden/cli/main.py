@@ -305,6 +305,9 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"how late a tuple may arrive and still count in an aggregate's windows: {DURATION}")
     serve.add_argument("--trigger", default="1 second", metavar="DURATION",
                        help=f"micro-batch interval: {DURATION} (default 1 second)")
+    serve.add_argument("--spark-nice", default=10, type=int, choices=range(0, 20), metavar="N",
+                       help="run Spark's JVM and Python workers at this niceness (0-19, default 10), so requests are "
+                            "answered before micro-batches run; 0: the same priority")
     serve.add_argument("--log-dir", default=None, metavar="DIR",
                        help="Spark's own log goes to DIR/spark.log (default: logs/ next to the store); the service "
                             "logs JSON lines on stderr")
@@ -745,7 +748,8 @@ def _serve(args: argparse.Namespace) -> int:
         store_url=args.store, inputs=_inputs(args.input), output_dir=args.output_dir, catalog=args.catalog,
         host=args.host, port=args.port, tls_cert=args.tls_cert, tls_key=args.tls_key, jwks=args.jwks,
         issuer=args.issuer, audience=args.audience, checkpoint=args.checkpoint, sp_folder=args.sp_folder,
-        trigger=_trigger(args.trigger), lateness=_lateness(args.lateness), log_dir=args.log_dir))
+        trigger=_trigger(args.trigger), lateness=_lateness(args.lateness), log_dir=args.log_dir,
+        spark_nice=args.spark_nice))
 
 
 def _sp(args: argparse.Namespace) -> int:

@@ -227,6 +227,26 @@ def start_spark(settings: SparkSettings, app_name: str = "streamwarden") -> Spar
     return spark
 
 
+def lower_priority(spark: SparkSession, niceness: int) -> int:
+    """Give Spark's driver JVM (every thread it has, and what it forks later: the Python
+    workers) the scheduling ``niceness`` (0 to 19), so that a service in the same machine's
+    process answers requests before micro-batches run. Linux only (nice is per thread
+    there); returns how many threads were changed (0 elsewhere, or without permission)."""
+    pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+    changed = 0
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for tid in threads:
+        try:
+            os.setpriority(os.PRIO_PROCESS, int(tid), niceness)
+            changed += 1
+        except OSError:  # a thread that ended meanwhile, or no permission
+            continue
+    return changed
+
+
 def _ship(spark: SparkSession, shipped: Path) -> None:
     """Put the package's zip on the path of every Python worker the session starts. Done
     right after the start, before any query: PySpark gives each Python function the zips

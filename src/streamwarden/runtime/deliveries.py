@@ -54,11 +54,16 @@ class Delivery:
 
 @dataclass(frozen=True)
 class Page:
-    """Rows after a cursor: ``next`` is the cursor after the last of them (``after`` when none)."""
+    """Rows after a cursor, as the JSON texts the network wrote (a service passes them on as
+    they are): ``next`` is the cursor after the last of them (``after`` when none)."""
 
-    rows: list[dict]
+    lines: list[str]
     next: int
     total: int
+
+    @property
+    def rows(self) -> list[dict]:
+        return [json.loads(line) for line in self.lines]
 
 
 def record_delivery(folder: str | os.PathLike[str], batch: str, rows: int) -> None:
@@ -98,7 +103,7 @@ def read_rows(folder: str | os.PathLike[str], *, after: int = 0, limit: int = 10
     folder = Path(folder)
     entries = deliveries(folder)
     total = sum(e.rows for e in entries)
-    rows: list[dict] = []
+    rows: list[str] = []
     position = 0
     cursor = min(after, total)
     for entry in entries:
@@ -109,7 +114,7 @@ def read_rows(folder: str | os.PathLike[str], *, after: int = 0, limit: int = 10
                 break  # being rewritten: stop before it
             start = max(cursor, position) - position
             taken = lines[start:start + limit - len(rows)]
-            rows.extend(json.loads(line) for line in taken)
+            rows.extend(taken)
             cursor = position + start + len(taken)
         position = end
         if len(rows) >= limit:

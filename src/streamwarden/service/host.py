@@ -108,6 +108,13 @@ class NetworkHost:
                 self.failures.get(name)))
         return statuses
 
+    def policies(self, query: str, user: str) -> tuple[str, ...]:
+        """The policy ids of the graphs deployed for ``user``'s pipeline of ``query`` (none: not running)."""
+        pipeline = self.runtime.plan.pipeline_of(query, user)
+        if pipeline is None:
+            return ()
+        return tuple(sorted({p for g in pipeline.rewriting.deployed for p in g.policies}))
+
     def _loop(self) -> None:
         while not self._stop.wait(self.poll_seconds):
             self.refresh()

@@ -52,6 +52,7 @@ class ServeOptions:
     lateness: str = "0 seconds"
     poll_seconds: float = 1.0
     log_dir: str | None = None  # Spark's own log goes here (default: logs/ next to the store)
+    spark_nice: int = 10  # Spark's scheduling priority below the HTTP service's (0: the same)
 
 
 def open_service(options: ServeOptions, host: Any = None) -> Service:
@@ -101,6 +102,7 @@ class _Server(uvicorn.Server):
 
 def serve(options: ServeOptions) -> int:
     """Run the service until SIGTERM or Ctrl-C; returns the exit status."""
+    from streamwarden.engine.session import lower_priority
     from streamwarden.engine.spark_log import start_logged_spark
     from streamwarden.runtime.network import NetworkRuntime, default_checkpoint_root
     from streamwarden.service.host import NetworkHost
@@ -110,6 +112,8 @@ def serve(options: ServeOptions) -> int:
     log_dir = Path(options.log_dir) if options.log_dir else service.store.home / "logs"
     spark = start_logged_spark(log_dir)  # Spark's output in a file: stderr carries the service's JSON lines
     log.info("Spark's log is %s", log_dir / "spark.log")
+    if options.spark_nice:  # on 2 cores, micro-batches would otherwise starve the requests (bench/: experiment 8)
+        log.info("Spark runs at nice %d (%d threads)", options.spark_nice, lower_priority(spark, options.spark_nice))
     root = Path(options.checkpoint) if options.checkpoint else default_checkpoint_root(service.store.home,
                                                                                        options.output_dir)
     runtime = NetworkRuntime(spark, service.store.url, {k: str(v) for k, v in service.inputs.items()},

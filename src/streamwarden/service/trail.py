@@ -1,7 +1,7 @@
 """Every request and decision into the audit trail, off the request path.
 
 Requests queue their records; one thread appends them to the store's hash-chained trail
-(:mod:`streamwarden.catalog.audit`) in order. A request never waits for the store's
+(:mod:`streamwarden.catalog.audit`) in order, what has queued meanwhile in one transaction. A request never waits for the store's
 commit, so a slow disk does not slow reads; :meth:`AuditTrail.flush` waits for what is
 queued (tests, ``GET /v1/audit`` and shutdown call it), and :meth:`AuditTrail.close`
 drains the queue before the service exits. A record the trail refuses (it never holds a
@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
-from streamwarden.catalog.audit import AuditError, append
+from streamwarden.catalog.audit import AuditError, append, append_all
 from streamwarden.catalog.store import CatalogStore
 
 log = logging.getLogger("streamwarden.service")
+GROUP = 500  # records in one transaction at most
 
 
 @dataclass(frozen=True)
@@ -67,30 +68,45 @@ class AuditTrail:
 
     def _run(self) -> None:
         while True:
-            entry = self._queue.get()
+            group = [self._queue.get()]
+            while len(group) < GROUP and group[-1] is not None:  # what else is queued: one commit for all
+                try:
+                    group.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            entries = [e for e in group if e is not None]
             try:
-                if entry is None:
-                    return
-                self._write(entry)
+                self._write(entries)
             finally:
-                self._queue.task_done()
+                for _ in group:
+                    self._queue.task_done()
+            if len(entries) < len(group):
+                return
 
-    def _write(self, entry: _Entry) -> None:
+    def _write(self, entries: list[_Entry]) -> None:
+        if not entries:
+            return
         try:
-            append(self.store, entry.principal, entry.action, entry.object, entry.outcome, policies=entry.policies,
-                   request_id=entry.request_id, detail=entry.detail, now=entry.time)
-            self.written += 1
-        except AuditError as exc:  # a field the trail refuses: record that the request happened, without it
+            self.written += append_all(self.store, [_arguments(e) for e in entries])
+            return
+        except AuditError:  # one field the trail refuses: write the others one by one
+            pass
+        except Exception:  # the store is unreachable: say so in the log (never the records' values)
+            self.failed += len(entries)
+            log.error("cannot write %d audit records (requests %s ...)", len(entries), entries[0].request_id)
+            return
+        for entry in entries:
             try:
+                append(self.store, **_arguments(entry))
+            except AuditError as exc:  # record that the request happened, without the refused field
                 append(self.store, "service", entry.action, "refused-record", entry.outcome,
                        request_id=entry.request_id, detail={"why": str(exc)[:200]}, now=entry.time)
-                self.written += 1
-            except Exception:  # pragma: no cover - the store is gone
-                self.failed += 1
-                log.exception("cannot write to the audit trail")
-        except Exception:  # the store is unreachable: say so in the log (never the record's values)
-            self.failed += 1
-            log.error("cannot write an audit record for %s (request %s)", entry.action, entry.request_id)
+            self.written += 1
+
+
+def _arguments(entry: _Entry) -> dict[str, Any]:
+    return {"principal": entry.principal, "action": entry.action, "object": entry.object, "outcome": entry.outcome,
+            "policies": entry.policies, "request_id": entry.request_id, "detail": entry.detail, "now": entry.time}
 
 
 __all__ = ["AuditTrail"]
