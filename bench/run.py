@@ -5,7 +5,8 @@
     python -m bench.run --only punctuation   # one experiment; the others' saved results are kept
 
 Everything runs in this one process: the pure-Python benchmarks first (rewriting, the
-simulated networks), then the Spark benchmarks on ``streamwarden.engine.session.get_spark()``:
+simulated networks, the service under load, which starts its own Spark in its own process),
+then the Spark benchmarks on ``streamwarden.engine.session.get_spark()``:
 runtime on the drill scenario, security punctuations, security levels, shared networks,
 one engine. :data:`DECLARED` declares each experiment once (name, module, Spark or not,
 its own report section). Outputs: ``README.md`` (the report), ``results.json`` (raw
@@ -64,6 +65,9 @@ DECLARED = (
     Declared("network_engine", "experiment 7: one engine (latency, steady state, every mechanism at once)",
              "bench.network_engine", spark=True, section="bench.report_network_engine:network_engine_section",
              plots="bench.plots_network_engine:network_engine_plots", format=1),
+    Declared("service_load", "experiment 8: the service under 50 concurrent clients", "bench.service_load",
+             spark=False, section="bench.report_service_load:service_load_section",
+             plots="bench.report_service_load:service_load_plots", format=1),
 )
 EXPERIMENTS = tuple(d.name for d in DECLARED)
 
@@ -118,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
             for name in EXPERIMENTS:
                 if name != args.only and saved["results"].get(name):
                     results[name], runs[name] = saved["results"][name], saved["runs"][name]
+            if isinstance(saved["machine"].get("spark_java"), str):  # kept when this run starts no Spark
+                info["spark_java"] = saved["machine"]["spark_java"]
     command = "python -m bench.run" + (" --quick" if args.quick else "") + (f" --only {args.only}" if args.only else "")
 
     def experiment(declared: Declared, *spark: Any) -> None:
@@ -197,7 +203,7 @@ def _write_outputs(out: Path, info: dict[str, Any], results: dict[str, dict[str,
     written = plots.all_plots(rewriting, runtime, out, punctuation, levels)
     text = report.render(machine=info, runs=runs, rewriting=rewriting, runtime=runtime, punctuation=punctuation,
                          levels=levels, notes=notes)
-    for declared in DECLARED:  # experiments 5-7 render their own sections (with their own targets) and plots
+    for declared in DECLARED:  # experiments 5-8 render their own sections (with their own targets) and plots
         result = results.get(declared.name)
         if result and declared.section and declared.plots:
             written += _attr(declared.plots)(result, out)

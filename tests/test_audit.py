@@ -49,6 +49,20 @@ def rehash(store: CatalogStore, seq: int, **values) -> None:
 
 
 # -- appending and reading ----------------------------------------------------------------------
+def test_a_group_appended_at_once_chains_like_single_appends(store) -> None:
+    fill(store, 2)
+    entries = [{"principal": "user:ann", "action": "query.rows", "object": f"query:q{i}", "outcome": "ok",
+                "request_id": f"g{i}", "now": T0} for i in range(3)]
+    assert audit.append_all(store, entries) == 3
+    fill(store, 1)
+    read = records(store)
+    assert [r.seq for r in read] == [1, 2, 3, 4, 5, 6]
+    assert all(b.prev == a.hash for a, b in zip(read, read[1:])) and verify(store).ok
+    with pytest.raises(AuditError):  # one bad entry: nothing of the group is written
+        audit.append_all(store, [entries[0], {**entries[1], "object": "two\nlines"}])
+    assert len(records(store)) == 6
+
+
 def test_records_chain_from_genesis(store) -> None:
     written = fill(store)
     read = records(store)

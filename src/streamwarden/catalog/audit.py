@@ -211,8 +211,7 @@ def append_all(store: str | CatalogStore | Engine, entries: Iterable[Mapping[str
         for _ in range(_RETRIES):
             try:
                 with engine.begin() as conn:
-                    for values in rows:
-                        _append(conn, values)
+                    _append_chain(conn, rows)
                 return len(rows)
             except (IntegrityError, _Raced):
                 continue
@@ -240,6 +239,30 @@ def _append(conn: Connection, values: dict[str, Any]) -> AuditRecord:
                       .values(seq=row["seq"], hash=row["hash"])).rowcount != 1:
         raise _Raced()
     return _record(row)
+
+
+def _append_chain(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """:func:`_append` for several records: the head read once, the records chained in
+    memory, inserted in one statement, the head moved once (compare-and-set)."""
+    head = conn.execute(select(_head.c.seq, _head.c.hash).where(_head.c.id == 1).with_for_update()).first()
+    if head is not None:
+        last_seq, prev = head.seq, head.hash
+    else:
+        last = conn.execute(select(_audit.c.seq, _audit.c.hash).order_by(_audit.c.seq.desc()).limit(1)).first()
+        last_seq, prev = (last.seq, last.hash) if last is not None else (0, GENESIS)
+    chained = []
+    seq = last_seq
+    for values in rows:
+        seq += 1
+        row = dict(values, seq=seq, prev=prev)
+        row["hash"] = prev = _hash(row)
+        chained.append(row)
+    conn.execute(insert(_audit), chained)  # IntegrityError if another writer took one of these seqs
+    if head is None:
+        conn.execute(insert(_head).values(id=1, seq=seq, hash=prev))
+    elif conn.execute(update(_head).where(_head.c.id == 1, _head.c.seq == last_seq)
+                      .values(seq=seq, hash=prev)).rowcount != 1:
+        raise _Raced()
 
 
 def _fields(principal: str, action: str, object: str, outcome: str, policies: Iterable[str],
