@@ -318,6 +318,8 @@ def _profile(root: Path, config: dict[str, Any], pid: int, seconds: float, name:
     leaves: dict[str, Counter[str]] = {}
     for line in out.read_text().splitlines() if out.exists() else []:
         stack, _, n = line.rpartition(" ")
+        if not n.isdigit():  # a line py-spy cut short when it stopped
+            continue
         category = next((c for c, marks in PROFILE if any(re.search(m, stack) for m in marks)), "other")
         counts["loop" if "_run_module_as_main" in stack else "threads"][category] += int(n)  # the main thread
         leaves.setdefault(category, Counter())[_frame(stack, category)] += int(n)
