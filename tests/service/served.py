@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -39,7 +40,7 @@ class Served:
     process: subprocess.Popen[str] | None = None
     url: str = ""
     log: Path | None = None
-    verify: str | bool = True  # with TLS: the certificate the client trusts
+    verify: ssl.SSLContext | bool = True  # with TLS: trusting the service's own certificate
 
     @classmethod
     def start(cls, root: Path, *, catalog: str = CATALOG, extra: tuple[str, ...] = (), tls: bool = False) -> "Served":
@@ -56,7 +57,7 @@ class Served:
         if tls:
             cert, key = self_signed(root)
             extra = (*extra, "--tls-cert", str(cert), "--tls-key", str(key))
-            served.verify = str(cert)
+            served.verify = ssl.create_default_context(cafile=str(cert))
         served.extra = extra  # type: ignore[attr-defined]
         return served.launch()
 
