@@ -112,7 +112,7 @@ def change(minutes: st.SearchStrategy[int]) -> st.SearchStrategy[tuple[int, int,
     return st.tuples(minutes, st.integers(0, 2), st.sampled_from(USERS), st.sampled_from([True, True, False]))
 
 
-@settings(max_examples=4, deadline=None, derandomize=True,
+@settings(max_examples=3, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(plan=st.lists(shapes, min_size=2, max_size=3), listed=st.lists(st.sets(st.sampled_from(USERS), min_size=1),
                                                                       min_size=3, max_size=3),
