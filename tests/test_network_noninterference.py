@@ -23,7 +23,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
 from streamwarden.catalog.authorization import AuthorizationServer
@@ -113,8 +113,10 @@ def rows_of(spark, root: Path, user: str) -> dict[str, list[str]]:  # type: igno
 
 
 # No shrinking: an example takes minutes of Spark work, so a failure is reported as generated.
-@settings(max_examples=2, deadline=None, derandomize=True, phases=(Phase.explicit, Phase.generate),
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+# One example that holds hidden tuples among the user's (the simplest example, which Hypothesis
+# tries first, holds none and is rejected before any Spark work).
+@settings(max_examples=1, deadline=None, derandomize=True, phases=(Phase.explicit, Phase.generate),
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(visible=readings, noise=readings, roles=policies, access=grants, user=st.sampled_from(sorted(USERS)))
 def test_a_random_mixed_network_is_exact_and_hidden_tuples_change_nothing(spark, tmp_path_factory, visible, noise,
                                                                             roles, access, user) -> None:
@@ -128,6 +130,7 @@ def test_a_random_mixed_network_is_exact_and_hidden_tuples_change_nothing(spark,
         extra = [r for r in hidden if lo <= r["second"] <= latest]
         parts_alone.append(seen)
         parts_mixed.append(seen + extra)
+    assume(any(len(mixed) > len(alone) for mixed, alone in zip(parts_mixed, parts_alone)))  # something to hide
     # Every user's network with the hidden tuples, against a network of this user alone without them:
     # neither the tuples nor the other users' pipelines change what the user receives.
     mixed = run_network(spark, tmp_path_factory.mktemp("mixed"), parts_mixed, roles, access)
