@@ -35,7 +35,7 @@ from streamwarden.catalog.audit import records as audit_records
 from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.identity import Principal
 from streamwarden.catalog.loader import load_catalog_text
-from streamwarden.catalog.registry import grant_intervals
+from streamwarden.catalog.registry import RegisteredQuery, grant_intervals
 from streamwarden.catalog.store import CatalogStore, UnknownName
 from streamwarden.errors import SourceError, StreamwardenError
 from streamwarden.language.expressions import parse_timestamp
@@ -47,7 +47,8 @@ from streamwarden.service.errors import ApiError, forbidden, position_of, unauth
 from streamwarden.service.host import NetworkHost
 from streamwarden.service.metrics import Metrics
 from streamwarden.service.providers import MAX_BODY, append_records, check_records
-from streamwarden.service.queries import Entry, QueryBook, explain_for, explanation
+from streamwarden.plan.expr import format_timestamp
+from streamwarden.service.queries import Entry, QueryBook, explain_for, explanation, periods_json
 from streamwarden.service.trail import AuditTrail
 
 log = logging.getLogger("streamwarden.service")
@@ -189,7 +190,6 @@ def create_app(service: Service) -> FastAPI:
             request.state.policies = _policies(*[r for r in explained.values() if not isinstance(r, str)])
             return JSONResponse({"id": entry.id, "users": users}, status_code=201)
         if dry_run:
-            from streamwarden.catalog.registry import RegisteredQuery
             rewriting = explain_for(catalog, RegisteredQuery(body.id, (principal.name,), body.query, body.level),
                                     principal.name)
             request.state.policies = _policies(rewriting)
@@ -292,21 +292,19 @@ def create_app(service: Service) -> FastAPI:
                 service.server.grant(body.query, body.user, ts, until=until)
             else:
                 service.server.revoke(body.query, body.user, ts)
-        except UnknownName as exc:
-            raise ApiError(404 if "query" in str(exc).split(" ")[1] else 422, str(exc).splitlines()[0]) from None
-        except StreamwardenError as exc:
+        except StreamwardenError as exc:  # the query is registered (checked above): an unknown user, a bad period
             raise ApiError(422, str(exc).splitlines()[0]) from None
         # no refresh: terminal switches read grants at every micro-batch, and the host's next poll
         # (within a second) starts or stops the pipelines the change concerns
         periods = grant_intervals(service.server.changes(), body.query, body.user)
         return JSONResponse({"query": body.query, "user": body.user, "sign": body.sign,
-                             "periods": [[_iso(a), None if b is None else _iso(b)] for a, b in periods]},
+                             "periods": periods_json(periods)},
                             status_code=201)
 
     @app.get("/v1/grants")
     def list_grants(request: Request) -> dict[str, Any]:
         admin(request, "grant.list", "grants")
-        return {"changes": [{"seq": c.line, "ts": _iso(c.ts), "query": c.query, "user": c.user,
+        return {"changes": [{"seq": c.line, "ts": format_timestamp(c.ts), "query": c.query, "user": c.user,
                              "sign": "+" if c.grant else "-"} for c in service.server.changes()]}
 
     @app.put("/v1/actions/{name}")
@@ -333,7 +331,7 @@ def create_app(service: Service) -> FastAPI:
         except StreamwardenError as exc:
             raise ApiError(404 if isinstance(exc, UnknownName) else 422, str(exc).splitlines()[0]) from None
         action = service.store.actions()[name]
-        return {"name": name, "start": action.start and _iso(action.start), "end": action.end and _iso(action.end),
+        return {"name": name, "start": action.start and format_timestamp(action.start), "end": action.end and format_timestamp(action.end),
                 "target": action.target}
 
     @app.get("/v1/audit")
@@ -422,7 +420,7 @@ def _status(service: Service, entry: Entry, user: str) -> dict[str, Any]:
         batch = folder / logged[-1].batch
         try:
             at = datetime.fromtimestamp(batch.stat().st_mtime, timezone.utc)
-            status["last_batch"] = {"batch": logged[-1].batch, "rows": logged[-1].rows, "at": _iso(at)}
+            status["last_batch"] = {"batch": logged[-1].batch, "rows": logged[-1].rows, "at": format_timestamp(at)}
         except OSError:
             status["last_batch"] = {"batch": logged[-1].batch, "rows": logged[-1].rows}
     try:
@@ -463,8 +461,6 @@ async def _events(service: Service, folder: Path, cursor: int, request: Request,
 
 
 def _outcome(catalog: Any, body: QueryIn, user: str) -> dict[str, Any]:
-    from streamwarden.catalog.registry import RegisteredQuery
-
     try:
         return explanation(explain_for(catalog, RegisteredQuery(body.id, (user,), body.query, body.level), user))
     except ApiError as exc:
@@ -479,13 +475,11 @@ def _metrics_text(service: Service) -> str:
     m = service.metrics
     requests, records_in = m.snapshot()
     delivered: dict[tuple[str, ...], float] = {}
+    active: dict[tuple[str, ...], float] = {}
+    changes = service.server.changes()
     for q in service.server.registrations():
         for user in q.users:
             delivered[(q.id, user)] = sum(d.rows for d in deliveries(safe_path(service.output, user, q.id)))
-    changes = service.server.changes()
-    active = {}
-    for q in service.server.registrations():
-        for user in q.users:
             periods = grant_intervals(changes, q.id, user)
             active[(q.id, user)] = 1.0 if periods and periods[-1][1] is None else 0.0
     text = [m.counter("streamwarden_requests_total", "HTTP requests by action and outcome.", requests,
@@ -557,10 +551,6 @@ def _short(text: str) -> str:
     """A name for the audit trail: printable, one line, at most 100 characters."""
     cleaned = "".join(c if c.isprintable() else "?" for c in text[:100])
     return cleaned or "?"
-
-
-def _iso(t: datetime) -> str:
-    return t.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 # -- errors and the audit trail ---------------------------------------------------------------

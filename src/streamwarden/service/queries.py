@@ -37,6 +37,7 @@ from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import RegisteredQuery, grant_intervals
 from streamwarden.errors import SourceError, StreamwardenError
 from streamwarden.explain import explain_json
+from streamwarden.plan.expr import format_timestamp
 from streamwarden.names import MAX_NAME_LENGTH, name_problem, safe_path
 from streamwarden.runtime.deliveries import deliveries
 from streamwarden.security.passes import SecurityOptions, secure
@@ -183,8 +184,7 @@ class QueryBook:
 
     def grants(self, entry: Entry, user: str) -> list[list[str | None]]:
         """The user's grant periods for the query, as ISO-8601 pairs (end None: open)."""
-        periods = grant_intervals(self.server.changes(), entry.internal, user)
-        return [[_iso(a), None if b is None else _iso(b)] for a, b in periods]
+        return periods_json(grant_intervals(self.server.changes(), entry.internal, user))
 
 
 def explain_for(catalog: Catalog, query: RegisteredQuery, user: str) -> Rewriting:
@@ -225,8 +225,9 @@ def _check_text(text: Any) -> str:
     return text
 
 
-def _iso(t: datetime) -> str:
-    return t.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+def periods_json(periods: list[tuple[datetime, datetime | None]]) -> list[list[str | None]]:
+    """Grant periods as ISO-8601 pairs (an open period ends in None)."""
+    return [[format_timestamp(a), None if b is None else format_timestamp(b)] for a, b in periods]
 
 
-__all__ = ["ALL_TIME", "Entry", "QueryBook", "explain_for", "explanation", "own_id", "parse_own_id"]
+__all__ = ["ALL_TIME", "Entry", "QueryBook", "explain_for", "explanation", "own_id", "parse_own_id", "periods_json"]
