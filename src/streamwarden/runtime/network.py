@@ -185,6 +185,11 @@ class NetworkRuntime(StreamsRunner):
     def streams(self) -> list[StreamingQuery]:
         return [r.stream for r in self.running.values() if r.stream is not None]
 
+    def pipelines(self) -> list[tuple[str, _Running]]:
+        """The pipelines planned now, by name (a copy, taken under the runtime's lock)."""
+        with self._lock:
+            return list(self.running.items())
+
     # -- planning ----------------------------------------------------------------------------
     def _read_store(self) -> tuple[Catalog, tuple[RegisteredQuery, ...]]:
         if not self.store.has_catalog():

@@ -87,8 +87,7 @@ class NetworkHost:
         self.runtime.stop()
 
     def pipelines(self) -> list[PipelineStatus]:
-        with self.runtime._lock:
-            running = list(self.runtime.running.items())
+        running = self.runtime.pipelines()
         statuses = []
         for name, r in running:
             progress: Mapping[str, Any] | None = None
@@ -121,8 +120,7 @@ class NetworkHost:
             self._note_failures()
 
     def _note_failures(self) -> None:
-        with self.runtime._lock:
-            running = list(self.runtime.running.items())
+        running = self.runtime.pipelines()
         for name, r in running:
             try:
                 failure = r.stream.exception() if r.stream is not None else None
