@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	$(BIN)/python -m streamwarden.engine.jvm >/dev/null
 	@touch $(STAMP)
 
 demo: $(STAMP)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Spark 4 runs on Java 17 or newer; say so clearly instead of failing deep inside py4j.
+# Spark 4 runs on Java 17 or newer, and streamwarden compiles its JVM operators with the JDK's javac;
+# say so clearly instead of failing deep inside py4j.
 set -euo pipefail
 java_bin="java"
 if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then java_bin="$JAVA_HOME/bin/java"; fi
@@ -14,5 +15,12 @@ if [ "$major" = "1" ]; then major=$(echo "$version" | cut -d. -f2); fi
 if ! [ "$major" -ge 17 ] 2>/dev/null; then
   echo "streamwarden needs Java 17 or newer (Spark 4); found Java $version at $(command -v "$java_bin")." >&2
   echo "Install openjdk-17 or newer and put it first on PATH or in JAVA_HOME." >&2
+  exit 1
+fi
+javac_bin="javac"
+if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/javac" ]; then javac_bin="$JAVA_HOME/bin/javac"; fi
+if ! command -v "$javac_bin" >/dev/null 2>&1; then
+  echo "streamwarden compiles its JVM operators with javac, and no 'javac' was found (a JRE only?)." >&2
+  echo "Install a JDK 17 or newer, e.g. 'apt-get install openjdk-17-jdk-headless', or set JAVA_HOME." >&2
   exit 1
 fi

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
+from urllib.parse import unquote
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -26,9 +27,11 @@ from streamwarden.engine.columns import physical_name
 from streamwarden.engine.compiler import EVENT, POLICIES, Inputs, action_names, compile_graph
 from streamwarden.engine.levels.columns import ROW_LEVEL, level_text
 from streamwarden.engine.levels.shepherd import guarded
+from streamwarden.engine.shield.files import INVALID_UTF8
 from streamwarden.engine.shield.reader import shielded_input, unshielded_input
 from streamwarden.engine.sources import as_relation, ordered_input, read_input
 from streamwarden.errors import InputError, UnsupportedError
+from streamwarden.records import bad_byte, utf8_position
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.plan.nodes import Aggregate, LevelGuard, Node, Shield, sources, walk
 from streamwarden.security.punctuation.spgen import spgen_lines
@@ -345,7 +348,33 @@ def input_errors() -> Iterator[None]:
 def broken_record(exc: BaseException) -> str | None:
     """The reader's "broken record in stream ..." message if ``exc`` is that failure, else None."""
     match = _BROKEN.search(_error_text(exc))
-    return match.group(1).strip() if match else None
+    return readable_place(match.group(1).strip()) if match else None
+
+
+_AT = re.compile(r"^(broken record in stream .*?) \((.*)\) at (?:file:)?(\S.*)$")
+
+
+def readable_place(message: str) -> str:
+    """A broken record's message with its place as the user wrote it: Spark names files by
+    URI (``%20`` for a space); a file that is not UTF-8, which Spark can only name, gets the
+    line and column of its first bad byte, read here on the driver.
+
+        >>> readable_place("broken record in stream S (record has no ts) at /tmp/my%20data/a.jsonl:3")
+        'broken record in stream S (record has no ts) at /tmp/my data/a.jsonl:3'
+    """
+    match = _AT.match(message)
+    if match is None:
+        return message
+    head, problem, place = match.group(1), match.group(2), unquote(match.group(3))
+    if problem == INVALID_UTF8:
+        try:
+            data = Path(place).read_bytes()
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"{head} ({bad_byte(data, exc.start)}) at {place}:{utf8_position(data, exc.start)}"
+        except OSError:  # the file is on executors only, or gone: its name is what we know
+            pass
+    return f"{head} ({problem}) at {place}"
 
 
 def _error_text(exc: BaseException) -> str:
@@ -433,6 +462,7 @@ def earliest_result_time(job: Job) -> datetime | None:
 
 
 def python_state(job: Job) -> bool:
-    """Does the job keep state in Python stateful processors (shields, count-based windows)?"""
-    return any(isinstance(n, Shield) or (isinstance(n, Aggregate) and n.window is not None and n.window.kind == "rows")
+    """Does the job keep state in Python stateful processors (count-based windows)? The
+    shields' state is the JVM operator's, in whatever state store the session uses."""
+    return any(isinstance(n, Aggregate) and n.window is not None and n.window.kind == "rows"
                for g, _ in job.frames for n in walk(g.root))

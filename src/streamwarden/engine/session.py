@@ -22,7 +22,9 @@ partitions it started with in its checkpoint.
 
 Off a ``local[...]`` master, the package ships to the executors
 (:mod:`streamwarden.engine.shipping`), so a node without streamwarden installed runs its
-Python data sources, shields and ``[ROWS n]`` windows.
+Python data sources, SP encoders and ``[ROWS n]`` windows. Every session has
+streamwarden's JVM operators (:mod:`streamwarden.engine.jvm`) on the driver's class path
+and in ``spark.jars``.
 
 The Spark UI is off unless ``--conf spark.ui.enabled=true``. Kept off on purpose, not
 only for speed: it is a web server on the driver, listening on every interface without
@@ -218,13 +220,27 @@ def start_spark(settings: SparkSettings, app_name: str = "streamwarden") -> Spar
     shipped = package_zip() if settings.ships_package else None  # before Spark: a failure costs no start-up
     _worker_python(settings)
     builder = SparkSession.builder.master(settings.master).appName(app_name)
-    for key, value in settings.conf.items():
+    for key, value in with_operators(settings.conf).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("STREAMWARDEN_SPARK_LOG", "ERROR"))
     if shipped is not None:
         _ship(spark, shipped)
     return spark
+
+
+def with_operators(conf: Mapping[str, str]) -> dict[str, str]:
+    """``conf`` with streamwarden's JVM operators (:mod:`streamwarden.engine.jvm`) on the
+    driver's class path, where py4j finds them, and in ``spark.jars``, which ships them to
+    executors; a user's own jars in either setting stay."""
+    from streamwarden.engine.jvm import operators_jar
+
+    jar = str(operators_jar())
+    merged = dict(conf)
+    merged["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars", ""), jar]))
+    merged["spark.driver.extraClassPath"] = os.pathsep.join(filter(None, [conf.get("spark.driver.extraClassPath", ""),
+                                                                          jar]))
+    return merged
 
 
 def lower_priority(spark: SparkSession, niceness: int) -> int:

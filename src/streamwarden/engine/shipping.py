@@ -1,11 +1,11 @@
 """The streamwarden package as a zip for Spark's executors.
 
 On a cluster, Spark's Python workers run on machines where streamwarden need not be
-installed, yet they must import it: Spark pickles the punctuated-file and live-action
-data sources, the Security Shield and the ``[ROWS n]`` window processor
-(``applyInPandas``, ``transformWithStateInPandas``) *by reference* to their classes in
-this package. Without it, a punctuated replay fails on such a node with
-``ModuleNotFoundError`` inside the Python data source.
+installed, yet they must import it: Spark pickles the live-action data source, the
+Security Shield's SP encoder (a pandas UDF) and the ``[ROWS n]`` window processor
+(``transformWithStateInPandas``) *by reference* to their modules in this package.
+Without it, a punctuated replay fails on such a node with ``ModuleNotFoundError`` in the
+encoder. (The shield's JVM operator ships as a jar: :mod:`streamwarden.engine.jvm`.)
 
 :func:`package_zip` zips the package this process runs (found from its own
 ``__file__``, so an editable install ships the working tree as it is), and

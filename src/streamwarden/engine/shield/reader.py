@@ -6,14 +6,13 @@ SP fields, and says why a record is unusable (``_broken``): not JSON of the cata
 types, an unknown ``kind``, no ``ts``, a malformed SP, a missing provider attribute.
 
 :func:`shielded_input` is what the engine reads: a broken record stops the job with one
-error naming the file, the line and the record; then one shield per provider
-(``punctuated_by``, else one for the stream) encodes each SP record for the user's
-roles (:mod:`streamwarden.security.punctuation.encode`; a malformed pattern stops the job there,
-naming file and line) and decides which policy governs each tuple
-(:mod:`streamwarden.engine.shield.kernel`). The result has the stream's attributes,
-unmasked, and ``_gov``; the plan's Shield operator turns ``_gov`` into masks. For a
-``[ROWS n]`` window it also has ``_arrival``, each tuple's place in arrival order, which
-the window orders ties in ``ts`` by (as the plain reader's
+error naming the file, the line and the problem; each SP record is encoded for the
+user's roles in Python (a malformed pattern is a broken record too), and one shield per
+provider (``punctuated_by``, else one for the stream) decides in the JVM which policy
+governs each tuple (:mod:`streamwarden.engine.shield.kernel`). The result has the
+stream's attributes, unmasked, and ``_gov``; the plan's Shield operator turns ``_gov``
+into masks. For a ``[ROWS n]`` window it also has ``_arrival``, each tuple's place in
+arrival order, which the window orders ties in ``ts`` by (as the plain reader's
 :func:`streamwarden.engine.sources.ordered_input`).
 """
 
@@ -22,16 +21,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from streamwarden.catalog.model import StreamDef
-from streamwarden.engine.columns import SPARK_TYPES
 from streamwarden.engine.shield.decide import sp_problem
 from streamwarden.engine.shield.files import punctuated_lines
-from streamwarden.engine.shield.kernel import GOV, SP_TEXT, ContinuousShield, ShieldConfig, replay_shield
-from streamwarden.engine.sources import CORRUPT, arrival_place, catalog_schema, time_out_of_range
+from streamwarden.engine.shield.kernel import GOV, MALFORMED, SP_TEXT, ShieldConfig, apply_shield, sp_codes
+from streamwarden.engine.sources import ARRIVAL, CORRUPT, arrival_place, catalog_schema, time_out_of_range
 
 _SP_FIELDS = StructType([
     StructField("kind", StringType()), StructField("streams", StringType()), StructField("tuples", StringType()),
@@ -40,9 +38,7 @@ _SP_FIELDS = StructType([
     StructField("sp_ts", TimestampType()), StructField("sp_csn", IntegerType()), StructField("seq", LongType()),
 ])
 TIMESTAMPS = "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS][XXX]"
-SP_COLUMNS = ("streams", "tuples", "attributes", "roles", "sign", "immutable", "grant", "sn")
-#: A tuple's seq (as text), file and line on its way through the shield, rebuilt into ``_arrival`` after it.
-PLACE = ("_arrival_seq", "_arrival_file", "_arrival_line")
+SP_COLUMNS = (*SP_TEXT, "sn")
 
 
 def read_punctuated(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool = False) -> DataFrame:
@@ -85,45 +81,29 @@ def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, rol
                    streaming: bool, ordered: bool = False) -> DataFrame:
     """The stream's tuples (attributes unmasked) with ``_gov``, the SPs governing each (or NULL),
     and with ``ordered`` their ``_arrival`` (for ``[ROWS n]`` windows)."""
+    config = ShieldConfig(stream.name, stream.attributes, frozenset(roles))
+    config.encoder()  # fail here, not in a worker, on a schema SP masks cannot hold
     frame = read_punctuated(spark, stream, path, streaming=streaming)
-    frame = frame.withColumn("_broken", F.coalesce("_broken", F.when(F.col("_is_sp"), sp_problem())))
+    is_sp = F.col("_is_sp")
+    code = sp_codes(config)(is_sp, *[F.when(is_sp, F.col(f"_sp.{name}")) for name in SP_TEXT])
+    frame = frame.withColumn("_code", code)
+    malformed = F.when(F.col("_code").startswith(MALFORMED), F.expr(f"substring(_code, {len(MALFORMED) + 1})"))
+    frame = frame.withColumn("_broken", F.coalesce("_broken", F.when(is_sp, sp_problem()), malformed))
     frame = failing_on_broken(frame, stream)
     provider = stream.punctuated_by
-    group: Column = F.col(provider).cast("string") if provider else F.lit("")
-    # Integers cross Python as their decimal text: pandas would hold a column of longs with
-    # NULLs (the SP records lack them) as float64, rounding values above 2^53 and failing
-    # on 2^63 - 1, so a hidden provider's extreme value could stop every query.
-    integers = frozenset(name for name, dtype in stream.schema if dtype in ("int", "long"))
-    texts = integers | {name for name, dtype in stream.schema if dtype == "string"}
-    # The tuples' places pass the shield as payload (it drops _file/_line/_seq); seq as text, as the integers.
-    places = [F.col("_seq").cast("string").alias(PLACE[0]), F.col("_file").alias(PLACE[1]),
-              F.col("_line").alias(PLACE[2])] if ordered else []
+    payload = [F.col(name) for name, _ in stream.schema]
     if ordered:
-        texts |= {PLACE[0], PLACE[1]}
-    timestamps = frozenset(name for name, dtype in stream.schema if dtype == "timestamp")
-    config = ShieldConfig(stream.name, stream.attributes, frozenset(roles), frozenset(texts), timestamps)
-    config.encoder()  # fail here, not in a worker, on a schema SP masks cannot hold
+        payload.append(arrival_place(F.col("_seq"), F.col("_file"), F.col("_line")))
     control = frame.select(
-        group.alias("_g"), "_file", "_line", "_seq", "_is_sp",
-        F.when(F.col("_is_sp"), F.unix_micros("ts")).alias("_pts"), F.col("_sp.sn").alias("_sn"),
-        *[F.col(f"_sp.{name[1:]}").alias(name) for name in SP_TEXT],
-        F.unix_micros("sp_ts").alias("_tts"), F.col("sp_csn").alias("_tcsn"),
-        *[F.col(name).cast("string").alias(name) if name in integers else F.col(name) for name, _ in stream.schema],
-        *places,
+        (F.col(provider).cast("string") if provider else F.lit("")).alias("_g"),
+        F.col("_seq").cast("long").alias("_seq"), "_file", F.col("_line").cast("long").alias("_line"), "_is_sp",
+        F.unix_micros("ts").alias("_pts"), F.col("_sp.sn").cast("int").alias("_sn"), "_code",
+        F.unix_micros("sp_ts").alias("_tts"), F.col("sp_csn").cast("int").alias("_tcsn"),
+        F.struct(*payload).alias("_payload"),
     )
-    schema = ", ".join(f"`{name}` {'string' if name in integers else SPARK_TYPES[dtype]}"
-                       for name, dtype in stream.schema)
-    schema += "".join(f", {name} {dtype}" for name, dtype in zip(PLACE, ("string", "string", "bigint")) if ordered)
-    schema += f", {GOV} string"
-    grouped = control.groupBy("_g")
-    if streaming:  # needs the RocksDB state store (see streamwarden.engine.sinks.start_writer)
-        shielded = grouped.transformWithStateInPandas(ContinuousShield(tuple(control.columns), config), schema,
-                                                      "Append", "None")
-    else:
-        shielded = grouped.applyInPandas(replay_shield(config), schema)
-    return shielded.select(*[F.col(name).cast(SPARK_TYPES[dtype]).alias(name) if name in integers else F.col(name)
-                             for name, dtype in stream.schema], GOV,
-                           *([arrival_place(*[F.col(c) for c in PLACE])] if ordered else []))
+    shielded = apply_shield(spark, control)
+    return shielded.select(*[F.col(f"_payload.{name}").alias(name) for name, _ in stream.schema], GOV,
+                           *([F.col(f"_payload.{ARRIVAL}").alias(ARRIVAL)] if ordered else []))
 
 
 def unshielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool,

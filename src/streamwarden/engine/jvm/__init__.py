@@ -1,0 +1,99 @@
+"""streamwarden's own JVM operators, compiled against the Spark that PySpark ships.
+
+Per-tuple work belongs in the JVM. Most of it is Spark SQL; what SQL cannot say — the
+Security Shield, a state machine over each provider's records in arrival order — is a
+small Java ``flatMapGroupsWithState`` function in ``java/streamwarden/jvm/``, so tuples
+never cross into Python and the shield's state lives in Spark's state store and
+checkpoint like every other operator's.
+
+:func:`operators_jar` compiles those sources with the JDK's ``javac`` against PySpark's
+jars and caches the jar by the hash of the sources and the Spark version (in the same
+private cache as the shipped package, :func:`streamwarden.engine.shipping.cache_dir`), so a
+fresh checkout, an editable install and a wheel all work without a Maven build; ``make``
+builds it once up front. :mod:`streamwarden.engine.session` puts the jar on the driver's
+class path and ships it to executors (``spark.jars``).
+
+    >>> operators_jar().name.startswith("streamwarden-jvm-")
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from pathlib import Path
+
+from streamwarden.errors import UsageError
+
+SOURCES = Path(__file__).resolve().parent / "java"
+_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def spark_jars() -> Path:
+    """The folder of jars PySpark runs Spark from."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def _sources() -> list[Path]:
+    return sorted(SOURCES.rglob("*.java"))
+
+
+def _digest(sources: list[Path]) -> str:
+    import pyspark
+
+    digest = hashlib.sha256(pyspark.__version__.encode())
+    for path in sources:
+        digest.update(f"\0{path.relative_to(SOURCES).as_posix()}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _javac() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "javac").is_file():
+        return str(Path(home) / "bin" / "javac")
+    found = shutil.which("javac")
+    if found is None:
+        raise UsageError("streamwarden compiles its JVM operators with javac, and no 'javac' was found: install a "
+                         "JDK 17 or newer (e.g. 'apt-get install openjdk-17-jdk-headless') or set JAVA_HOME")
+    return found
+
+
+def operators_jar(cache: Path | None = None) -> Path:
+    """The jar of streamwarden's JVM operators, compiled now if its sources changed."""
+    from streamwarden.engine.shipping import cache_dir
+
+    sources = _sources()
+    folder = cache if cache is not None else cache_dir()
+    target = folder / f"streamwarden-jvm-{_digest(sources)}.jar"
+    if target.is_file():
+        return target
+    with tempfile.TemporaryDirectory(prefix="streamwarden-javac-") as work:
+        classes = Path(work) / "classes"
+        command = [_javac(), "-nowarn", "-source", "17", "-target", "17", "-encoding", "UTF-8",
+                   "-cp", str(spark_jars() / "*"), "-d", str(classes), *map(str, sources)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise UsageError(f"javac could not compile streamwarden's JVM operators: {done.stderr.strip()[:2000]}")
+        # Written beside the target, then renamed: a concurrent start never sees half a jar.
+        handle, temporary = tempfile.mkstemp(prefix=".streamwarden-jvm-", suffix=".jar", dir=folder)
+        try:
+            with os.fdopen(handle, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as jar:
+                for path in sorted(classes.rglob("*.class")):
+                    entry = zipfile.ZipInfo(path.relative_to(classes).as_posix(), date_time=_EPOCH)
+                    jar.writestr(entry, path.read_bytes())
+            os.replace(temporary, target)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    return target
+
+
+__all__ = ["operators_jar", "spark_jars"]
+

@@ -1,0 +1,84 @@
+package streamwarden.jvm;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.Iterator;
+import java.util.List;
+
+import org.apache.spark.api.java.function.FlatMapGroupsWithStateFunction;
+import org.apache.spark.api.java.function.MapFunction;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.streaming.GroupState;
+import org.apache.spark.sql.streaming.GroupStateTimeout;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * The Security Shield as a Spark operator: one {@link ShieldState} per provider, kept in
+ * Spark's state store between micro-batches ({@code flatMapGroupsWithState}; a replay runs
+ * the same function over one batch with no state).
+ *
+ * <p>Input columns, in this order (see streamwarden.engine.shield.reader):
+ * {@code _g} string (the provider), {@code _seq} bigint, {@code _file} string, {@code _line}
+ * bigint, {@code _is_sp} boolean, {@code _pts} bigint (an SP's policy ts, micros),
+ * {@code _sn} int, {@code _code} string (an SP's code), {@code _tts} bigint (a tuple's
+ * sp_ts, micros), {@code _tcsn} int (its sp_csn), {@code _payload} struct (the tuple).
+ * Output: {@code _payload}, {@code _gov} (the JSON array of the governing SP codes; NULL:
+ * denied). Denied tuples still leave, so the event-time watermark follows every tuple.
+ */
+public final class SecurityShield implements FlatMapGroupsWithStateFunction<String, Row, String, Row> {
+    private static final long serialVersionUID = 1L;
+    private static final int G = 0, SEQ = 1, FILE = 2, LINE = 3, IS_SP = 4, PTS = 5, SN = 6, CODE = 7, TTS = 8,
+        TCSN = 9, PAYLOAD = 10;
+
+    /** Records in arrival order: {@code _seq} when every record of the batch has one, else file then line. */
+    static void arrivalOrder(List<Row> batch) {
+        boolean allSequenced = true;
+        for (Row row : batch) {
+            if (row.isNullAt(SEQ)) {
+                allSequenced = false;
+                break;
+            }
+        }
+        Comparator<Row> order = allSequenced
+            ? Comparator.comparingLong((Row r) -> r.getLong(SEQ))
+            : Comparator.comparing((Row r) -> r.getString(FILE)).thenComparingLong(r -> r.getLong(LINE));
+        batch.sort(order);  // List.sort is stable
+    }
+
+    @Override
+    public Iterator<Row> call(String provider, Iterator<Row> rows, GroupState<String> state) {
+        List<Row> batch = new ArrayList<>();
+        rows.forEachRemaining(batch::add);
+        arrivalOrder(batch);
+        ShieldState shield = state.exists() ? ShieldState.restore(state.get()) : new ShieldState();
+        List<Row> out = new ArrayList<>(batch.size());
+        for (Row row : batch) {
+            if (row.getBoolean(IS_SP)) {
+                shield.onSp(row.getLong(PTS), row.getInt(SN), row.getString(CODE));
+            } else {
+                Long spTs = row.isNullAt(TTS) ? null : row.getLong(TTS);
+                Integer spCsn = row.isNullAt(TCSN) ? null : row.getInt(TCSN);
+                out.add(RowFactory.create(row.get(PAYLOAD), shield.onTuple(spTs, spCsn)));
+            }
+        }
+        state.update(shield.snapshot());
+        return out.iterator();
+    }
+
+    /** {@code input} (the columns above) through one shield per {@code _g}: {@code _payload}, {@code _gov}. */
+    public static Dataset<Row> apply(Dataset<Row> input) {
+        StructType payload = (StructType) input.schema().fields()[PAYLOAD].dataType();
+        StructType out = new StructType()
+            .add("_payload", payload, true)
+            .add("_gov", DataTypes.StringType, true);
+        return input
+            .groupByKey((MapFunction<Row, String>) row -> row.getString(G), Encoders.STRING())
+            .flatMapGroupsWithState(new SecurityShield(), OutputMode.Append(), Encoders.STRING(), Encoders.row(out),
+                GroupStateTimeout.NoTimeout());
+    }
+}

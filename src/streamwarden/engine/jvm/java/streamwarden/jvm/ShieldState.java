@@ -1,0 +1,150 @@
+package streamwarden.jvm;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * The Security Shield's state machine for one punctuated (sub-)stream (Nehme et al., Fig. 10,
+ * with issue 3's precisions): the JVM twin of streamwarden.security.punctuation.shield.Shield,
+ * which stays the reference (the tests run both over the same records).
+ *
+ * <ul>
+ *   <li>an SP older than the newest policy timestamp ever seen is discarded;</li>
+ *   <li>an SP with the current policy's timestamp joins it (a duplicate sequence number
+ *       replaces the old SP); a newer one, or any with no current policy, starts a new policy;</li>
+ *   <li>at the first tuple after an sp-batch the policy's csn is fixed: the largest k such
+ *       that SPs 1..k are all present;</li>
+ *   <li>a tuple whose (sp_ts, sp_csn) differs from (policy ts, csn) is denied and the policy
+ *       dropped; a tuple without them, or with no policy, or under csn 0, is denied.</li>
+ * </ul>
+ *
+ * Timestamps are microseconds since the epoch. SP codes are the JSON objects the Python
+ * encoder made of each SP record; a governed tuple gets the JSON array of its policy's codes.
+ */
+final class ShieldState {
+    private boolean hasPolicy;
+    private long currentTs;
+    private final LinkedHashMap<Integer, String> sps = new LinkedHashMap<>();  // sn -> code, in arrival order
+    private boolean csnFixed;
+    private int csn;
+    private boolean hasNewest;
+    private long newest;
+    private long discarded;
+    private boolean pending;
+    private String governingCode;  // the governing policy's JSON array, built once per csn
+
+    void onSp(long ts, int sn, String code) {
+        if (hasNewest && ts < newest) {
+            discarded++;
+            return;
+        }
+        if (hasPolicy && ts == currentTs) {
+            sps.remove(sn);  // a duplicate sequence number replaces the old SP
+            sps.put(sn, code);
+        } else {
+            hasPolicy = true;
+            currentTs = ts;
+            sps.clear();
+            sps.put(sn, code);
+            csnFixed = false;
+        }
+        newest = hasNewest ? Math.max(newest, ts) : ts;
+        hasNewest = true;
+        pending = true;
+        governingCode = null;
+    }
+
+    private int fixCsn() {
+        if (pending || !csnFixed) {
+            int k = 0;
+            while (sps.containsKey(k + 1)) {
+                k++;
+            }
+            csn = k;
+            csnFixed = true;
+            pending = false;
+            governingCode = null;
+        }
+        return csn;
+    }
+
+    /** The JSON array of the codes governing this tuple, or null when it is denied. */
+    String onTuple(Long spTs, Integer spCsn) {
+        if (!hasPolicy) {
+            return null;
+        }
+        int fixed = fixCsn();
+        if (spTs == null || spCsn == null) {
+            return null;
+        }
+        if (spTs != currentTs || spCsn != fixed) {
+            drop();
+            return null;
+        }
+        if (fixed == 0) {
+            return null;  // SP 1 never arrived: the policy is incomplete, deny by default
+        }
+        if (governingCode == null) {
+            StringBuilder array = new StringBuilder("[");
+            for (Map.Entry<Integer, String> sp : sps.entrySet()) {
+                if (sp.getKey() <= fixed) {
+                    if (array.length() > 1) {
+                        array.append(',');
+                    }
+                    array.append(sp.getValue());
+                }
+            }
+            governingCode = array.append(']').toString();
+        }
+        return governingCode;
+    }
+
+    private void drop() {
+        hasPolicy = false;
+        sps.clear();
+        csnFixed = false;
+        governingCode = null;
+    }
+
+    // -- snapshots: one line of header, then one line per SP ("sn<TAB>code"; codes are JSON, no raw tab or LF) --
+    String snapshot() {
+        StringBuilder text = new StringBuilder();
+        text.append(hasPolicy ? Long.toString(currentTs) : "-").append(' ')
+            .append(csnFixed ? Integer.toString(csn) : "-").append(' ')
+            .append(hasNewest ? Long.toString(newest) : "-").append(' ')
+            .append(discarded).append(' ').append(pending ? 1 : 0);
+        for (Map.Entry<Integer, String> sp : sps.entrySet()) {
+            text.append('\n').append(sp.getKey()).append('\t').append(sp.getValue());
+        }
+        return text.toString();
+    }
+
+    static ShieldState restore(String text) {
+        ShieldState state = new ShieldState();
+        String[] lines = text.split("\n", -1);
+        String[] head = lines[0].split(" ");
+        state.hasPolicy = !head[0].equals("-");
+        if (state.hasPolicy) {
+            state.currentTs = Long.parseLong(head[0]);
+        }
+        state.csnFixed = !head[1].equals("-");
+        if (state.csnFixed) {
+            state.csn = Integer.parseInt(head[1]);
+        }
+        state.hasNewest = !head[2].equals("-");
+        if (state.hasNewest) {
+            state.newest = Long.parseLong(head[2]);
+        }
+        state.discarded = Long.parseLong(head[3]);
+        state.pending = head[4].equals("1");
+        for (int i = 1; i < lines.length; i++) {
+            int tab = lines[i].indexOf('\t');
+            state.sps.put(Integer.parseInt(lines[i].substring(0, tab)), lines[i].substring(tab + 1));
+        }
+        return state;
+    }
+
+    long discarded() {
+        return discarded;
+    }
+}
