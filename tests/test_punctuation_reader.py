@@ -74,3 +74,21 @@ def test_a_policy_change_mid_file_governs_exactly_the_tuples_after_it(spark, tmp
     first = sorted(r["Beats_per_min"] - 70 for r in rows if r["_gov"] and '"999"' not in r["_gov"])
     second = sorted(r["Beats_per_min"] - 70 for r in rows if r["_gov"] and '"999"' in r["_gov"])
     assert first == list(range(1, 151)) and second == list(range(151, 300))
+
+def test_a_file_read_in_many_splits_keeps_its_order_and_names_lines(spark, tmp_path) -> None:
+    """A large file is read in parallel splits (here: 300 bytes each): the lines keep their
+    order, and a broken record in a later split is still named by its line number."""
+    from streamwarden.engine.session import sql_conf
+
+    path = tmp_path / "big.jsonl"
+    records = [SP] + [tuple_(i % 60) | {"Beats_per_min": i} for i in range(1, 60)]
+    write(path, records)
+    with sql_conf(spark, "spark.sql.files.maxPartitionBytes", "300"):
+        frame = read_punctuated(spark, HEART, path)
+        assert frame.rdd.getNumPartitions() > 5
+        rows = frame.orderBy("_file", "_line").collect()
+        assert [r["Beats_per_min"] for r in rows[1:]] == list(range(1, 60))
+        broken = records[:47] + ['{"ts": "2026-03-01T10:00:01Z", "Patient_id": "x"}'] + records[47:]
+        write(path, broken)
+        with pytest.raises(InputError, match=rf"not valid JSON of the catalog's types\) at {path}:48$"), input_errors():
+            shielded_input(spark, HEART, path, {"GP"}, streaming=False).collect()

@@ -87,7 +87,7 @@ def test_jvm_shield_decides_as_the_reference_in_a_replay(spark, streams) -> None
                                     SCHEMA)
     control = control.withColumn("_payload", F.struct("_g", "_id")).drop("_id")
     got = {(row["_g"], row["_id"]): row[GOV]
-           for row in apply_shield(spark, control).select("_payload._g", "_payload._id", GOV).collect()}
+           for row in apply_shield(control).select("_payload._g", "_payload._id", GOV).collect()}
     for p, events in enumerate(merged):
         ids = [i for i, e in enumerate(events) if isinstance(e, Tuple)]
         assert [got[(f"p{p}", i)] for i in ids] == reference([events]), f"provider p{p}"
@@ -110,7 +110,7 @@ def test_jvm_shield_decides_as_the_reference_across_micro_batches(spark, tmp_pat
     control = spark.readStream.schema(SCHEMA).parquet(str(source))
     control = control.withColumn("_payload", F.struct("_g", "_id")).drop("_id")
     name = f"shield_jvm_{checkpoint.name}".replace("-", "_")
-    query = (apply_shield(spark, control).select("_payload._g", "_payload._id", GOV).writeStream
+    query = (apply_shield(control).select("_payload._g", "_payload._id", GOV).writeStream
              .format("memory").queryName(name).option("checkpointLocation", str(checkpoint)).start())
     try:
         for r, batch_rows in enumerate(per_round):

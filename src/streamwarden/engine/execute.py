@@ -352,12 +352,16 @@ def broken_record(exc: BaseException) -> str | None:
 
 
 _AT = re.compile(r"^(broken record in stream .*?) \((.*)\) at (?:file:)?(\S.*)$")
+_IN_SPLIT = re.compile(r"^(.*):@(\d+)\+(\d+)$")
+_AT_LINE = re.compile(r"^(.*):(\d+)$")
 
 
 def readable_place(message: str) -> str:
     """A broken record's message with its place as the user wrote it: Spark names files by
-    URI (``%20`` for a space); a file that is not UTF-8, which Spark can only name, gets the
-    line and column of its first bad byte, read here on the driver.
+    URI (``%20`` for a space); a line read in a later split of a large file
+    (``FILE:@BLOCK+INDEX``, see :func:`streamwarden.engine.shield.files.line_place`) gets its
+    line number, and a line that is not UTF-8 the line and column of its file's first bad
+    byte, both read here on the driver.
 
         >>> readable_place("broken record in stream S (record has no ts) at /tmp/my%20data/a.jsonl:3")
         'broken record in stream S (record has no ts) at /tmp/my data/a.jsonl:3'
@@ -366,14 +370,22 @@ def readable_place(message: str) -> str:
     if match is None:
         return message
     head, problem, place = match.group(1), match.group(2), unquote(match.group(3))
+    split, line = _IN_SPLIT.match(place), _AT_LINE.match(place)
+    path = split.group(1) if split else line.group(1) if line else place
+    try:
+        data = Path(path).read_bytes() if split or problem == INVALID_UTF8 else b""
+    except OSError:  # the file is on executors only, or gone: the place Spark gave is what we know
+        return f"{head} ({problem}) at {place}"
     if problem == INVALID_UTF8:
         try:
-            data = Path(place).read_bytes()
             data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            return f"{head} ({bad_byte(data, exc.start)}) at {place}:{utf8_position(data, exc.start)}"
-        except OSError:  # the file is on executors only, or gone: its name is what we know
-            pass
+            return f"{head} ({bad_byte(data, exc.start)}) at {path}:{utf8_position(data, exc.start)}"
+    if split:
+        # Hadoop's line reader starts a split after the first LF at or beyond its first byte.
+        first = data.find(b"\n", int(split.group(2))) + 1
+        number = data.count(b"\n", 0, first) + 1 + int(split.group(3))
+        place = f"{path}:{number}"
     return f"{head} ({problem}) at {place}"
 
 

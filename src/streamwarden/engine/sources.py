@@ -157,7 +157,7 @@ def ordered_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, s
     Count-based windows need it: ``[ROWS n]`` orders tuples by ``ts``, ties by input
     order, which Spark's file sources do not keep (see :mod:`streamwarden.engine.shield.files`).
     """
-    from streamwarden.engine.shield.files import punctuated_lines  # the same ordered line reader
+    from streamwarden.engine.shield.files import line_place, parsed_once, punctuated_lines  # the same ordered reader
 
     path = Path(path)
     if path.suffix == ".parquet" or (path.is_dir() and any(p.suffix == ".parquet" for p in path.iterdir())):
@@ -166,13 +166,11 @@ def ordered_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, s
     lines = punctuated_lines(spark, path, streaming=streaming, stream=stream.name)
     options = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS][XXX]", "mode": "PERMISSIVE",
                "columnNameOfCorruptRecord": CORRUPT}
-    record = F.from_json("_text", catalog_schema(stream, corrupt_column=True), options)
-    frame = lines.withColumn("_r", record)
+    frame = parsed_once(lines, catalog_schema(stream, corrupt_column=True), options)
     r = F.col("_r")
     problem = F.coalesce(F.when(r.isNull() | r[CORRUPT].isNotNull(), F.lit("not valid JSON of the catalog's types"))
                          .when(r["ts"].isNull(), F.lit("record has no ts")), time_out_of_range(stream, r))
-    where = F.concat(F.regexp_replace("_file", "^file:", ""), F.lit(":"), F.col("_line").cast("string"))
-    message = F.concat(F.lit(f"broken record in stream {stream.name} ("), problem, F.lit(") at "), where)
+    message = F.concat(F.lit(f"broken record in stream {stream.name} ("), problem, F.lit(") at "), line_place())
     checked = frame.filter(F.when(problem.isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
     return checked.select(*[r[n].alias(n) for n, _ in stream.schema],
                           arrival_place(F.lit(None), F.col("_file"), F.col("_line")))

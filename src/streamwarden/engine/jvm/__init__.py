@@ -27,6 +27,10 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from py4j.java_gateway import JavaObject
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
 from streamwarden.errors import UsageError
 
 SOURCES = Path(__file__).resolve().parent / "java"
@@ -95,5 +99,23 @@ def operators_jar(cache: Path | None = None) -> Path:
     return target
 
 
-__all__ = ["operators_jar", "spark_jars"]
+def _jvm_operators(spark: SparkSession) -> JavaObject:
+    return spark.sparkContext._jvm.streamwarden.jvm  # type: ignore[union-attr]
+
+
+def line_numbers(frame: DataFrame) -> DataFrame:
+    """``frame`` (``_file``, ``_block``, ``_bytes``: Spark's line reader with the file's URI and
+    the split's first byte) with each line's ``_index`` in its split (``LineNumbers.java``)."""
+    spark = frame.sparkSession
+    return ClassicDataFrame(_jvm_operators(spark).LineNumbers.apply(frame._jdf), spark)
+
+
+def security_shield(frame: DataFrame) -> DataFrame:
+    """``frame`` (the columns of :data:`streamwarden.engine.shield.kernel.CONTROL`) through one
+    Security Shield per provider (``SecurityShield.java``): ``_payload``, ``_gov``."""
+    spark = frame.sparkSession
+    return ClassicDataFrame(_jvm_operators(spark).SecurityShield.apply(frame._jdf), spark)
+
+
+__all__ = ["line_numbers", "operators_jar", "security_shield", "spark_jars"]
 

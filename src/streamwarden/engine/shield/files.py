@@ -1,29 +1,32 @@
-"""JSON-lines files as (file, line, text) rows, in Spark SQL, keeping every line's place.
+"""JSON-lines files as (file, line, text) rows, in the JVM, keeping every line's place.
 
 A punctuated stream is only meaningful in arrival order (an SP governs the tuples after
-it), and a ``[ROWS n]`` window orders ties by it. Spark's line-based readers forget where
-a line was (and ``monotonically_increasing_id`` is not allowed in a streaming query), so
-each file is read whole (``text`` with ``wholetext``: one row per file, which Spark never
-splits) and cut into lines by ``posexplode(split(...))``: the line number is the
-position, and no line ever crosses into Python. Records end at LF only (a CRLF's CR goes
-with it) and blank lines are skipped, as :func:`streamwarden.records.split_records` does.
+it), and a ``[ROWS n]`` window orders ties by it. Spark's line reader forgets where a line
+was, and ``monotonically_increasing_id`` is not allowed in a streaming query; but a task
+reads each split of a file in order, so a small JVM operator
+(:func:`streamwarden.engine.jvm.line_numbers`) numbers the lines of each split as they
+pass, and the split's first byte (``_metadata.file_block_start``) orders the splits. No
+line crosses into Python, large files are read in parallel splits, and no file has to fit
+in memory. Records end at LF only (a CRLF's CR goes with it) and blank lines are skipped,
+as :func:`streamwarden.records.split_records` does.
 
 Arrival order is the file order, then the line order: in a replay, files by name; in a
 continuous run, files in the micro-batch that picked them up, then by name (name files
-with a sequence number or a timestamp, as providers do). A file that is not UTF-8 stops
-the job; :func:`streamwarden.engine.execute.broken_record` names its first bad byte's line
-and column.
+with a sequence number or a timestamp, as providers do). A line that is not UTF-8 stops
+the job; :func:`streamwarden.engine.execute.readable_place` names its file's first bad
+byte by line and column.
 
     >>> # punctuated_lines(spark, "data/HeartRate", streaming=False, stream="HeartRate")
-    >>> # -> _file (the file's URI), _line (1-based), _text
+    >>> # -> _file (the file's URI), _block, _line (1-based), _text
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from streamwarden.errors import InputError
 
@@ -44,24 +47,54 @@ def punctuated_files(path: str | Path) -> list[Path]:
 
 def punctuated_lines(spark: SparkSession, path: str | Path, *, streaming: bool, stream: str | None = None) -> DataFrame:
     """Every non-blank line of a JSON-lines input (a file, or a folder's ``.jsonl``/``.json``
-    files; hidden and ``_`` files skipped, as Spark's file sources do) with its file and
-    1-based line number. ``stream`` names the stream in the error about a file that is not UTF-8."""
+    files; hidden and ``_`` files skipped, as Spark's file sources do): ``_file`` (its URI),
+    ``_block`` (the first byte of the file split it was read in), ``_line`` (the line number
+    when ``_block`` is 0; beyond, a number that still sorts the file's lines in order, see
+    :func:`line_place`) and ``_text``. ``stream`` names the stream in the error about a line
+    that is not UTF-8."""
+    from streamwarden.engine.jvm import line_numbers
+
     path = Path(path)
     if streaming:
         path.mkdir(parents=True, exist_ok=True)  # a live source may start empty
     else:
         punctuated_files(path)  # a missing input is an error now, not inside a Spark task
-    reader = spark.readStream if streaming else spark.read
+    reader = (spark.readStream if streaming else spark.read).option("lineSep", "\n")  # LF only, as split_records
     if path.is_dir():
         reader = reader.option("pathGlobFilter", "*.{jsonl,json}")
-    files = reader.text(str(path.resolve()), wholetext=True).select(F.col("_metadata.file_path").alias("_file"), "value")
+    raw = reader.text(str(path.resolve())).select(
+        F.col("_metadata.file_path").alias("_file"), F.col("_metadata.file_block_start").alias("_block"),
+        F.col("value").cast("binary").alias("_bytes"))  # undecoded through the JVM operator, checked after it
+    numbered = line_numbers(raw).filter(~F.col("_blank"))
     label = stream or path.name
-    where = F.concat(F.lit(f"broken record in stream {label} ({INVALID_UTF8}) at "), F.col("_file"))
-    checked = files.filter(F.when(~F.is_valid_utf8("value"), F.raise_error(where)).otherwise(F.lit(True)))
-    lines = checked.select("_file", F.posexplode(F.split("value", "\n")).alias("_pos", "_raw"))
-    text = F.regexp_replace("_raw", r"\r\z", "")  # \z: the very end (Java's $ also matches before a final CR)
-    return (lines.select("_file", (F.col("_pos") + 1).cast("long").alias("_line"), text.alias("_text"))
-            .filter(F.btrim("_text", F.lit(" \t\r")) != ""))
+    number = F.col("_block") + F.col("_index") + 1
+    message = F.concat(F.lit(f"broken record in stream {label} ({INVALID_UTF8}) at "), line_place(number))
+    checked = numbered.filter(F.when(~F.col("_utf8"), F.raise_error(message)).otherwise(F.lit(True)))
+    return checked.select("_file", "_block", number.alias("_line"), F.col("_bytes").cast("string").alias("_text"))
 
 
-__all__ = ["INVALID_UTF8", "SUFFIXES", "punctuated_files", "punctuated_lines"]
+def parsed_once(lines: DataFrame, schema: StructType, options: dict[str, str], name: str = "_r") -> DataFrame:
+    """``lines`` with ``name``: each ``_text`` parsed by ``from_json`` against ``schema``, once.
+
+    A projection's ``from_json`` referenced field by field would be copied into every
+    reference by Spark's optimizer (CollapseProject treats field access as free), parsing
+    each line again per field used: a generator is not collapsed into the operators above
+    it, so ``explode(array(...))`` keeps the parse a column computed once."""
+    return lines.select("*", F.explode(F.array(F.from_json("_text", schema, options))).alias(name))
+
+
+def line_place(line: Column | None = None) -> Column:
+    """Where a line of :func:`punctuated_lines` is, for an error message: ``FILE:LINE``, or in a
+    later split of a large file ``FILE:@BLOCK+INDEX``, which
+    :func:`streamwarden.engine.execute.readable_place` turns into the line number on the driver."""
+    # A line's _line is block + index + 1: each line of a split starts at or after the split's
+    # first byte and takes at least one byte, so these grow through the whole file, and are the
+    # line numbers in the first split.
+    line = F.col("_line") if line is None else line
+    file = F.regexp_replace("_file", "^file:", "")
+    index = (line - F.col("_block") - 1).cast("string")
+    return F.when(F.col("_block") == 0, F.concat(file, F.lit(":"), line.cast("string"))).otherwise(
+        F.concat(file, F.lit(":@"), F.col("_block").cast("string"), F.lit("+"), index))
+
+
+__all__ = ["INVALID_UTF8", "SUFFIXES", "line_place", "parsed_once", "punctuated_files", "punctuated_lines"]

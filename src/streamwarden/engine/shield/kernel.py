@@ -34,9 +34,10 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+from streamwarden.engine.jvm import security_shield
 
 from streamwarden.security.punctuation.encode import MalformedSp, SpEncoder, SpText
 
@@ -105,15 +106,15 @@ def sp_codes(config: ShieldConfig) -> Callable[..., Column]:
                sign: pd.Series, immutable: pd.Series, grant: pd.Series) -> pd.Series:
         return encode_records(config, is_sp, streams, tuples, attributes, roles, sign, immutable, grant)
 
-    return encode
+    # Nondeterministic only so that Spark's optimizer never copies the call into each
+    # operator that uses the code (the reader's checks and the shield's input).
+    return encode.asNondeterministic()
 
 
-def apply_shield(spark: SparkSession, control: DataFrame) -> DataFrame:
+def apply_shield(control: DataFrame) -> DataFrame:
     """``control`` (the :data:`CONTROL` columns) through one JVM shield per ``_g``:
     ``_payload`` and :data:`GOV` for every tuple."""
-    jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
-    shielded = jvm.streamwarden.jvm.SecurityShield.apply(control.select(*CONTROL)._jdf)
-    return ClassicDataFrame(shielded, spark)
+    return security_shield(control.select(*CONTROL))
 
 
 __all__ = ["CONTROL", "GOV", "MALFORMED", "SP_TEXT", "ShieldConfig", "apply_shield", "encode_records", "sp_codes"]

@@ -27,7 +27,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 
 from streamwarden.catalog.model import StreamDef
 from streamwarden.engine.shield.decide import sp_problem
-from streamwarden.engine.shield.files import punctuated_lines
+from streamwarden.engine.shield.files import line_place, parsed_once, punctuated_lines
 from streamwarden.engine.shield.kernel import GOV, MALFORMED, SP_TEXT, ShieldConfig, apply_shield, sp_codes
 from streamwarden.engine.sources import ARRIVAL, CORRUPT, arrival_place, catalog_schema, time_out_of_range
 
@@ -42,14 +42,14 @@ SP_COLUMNS = (*SP_TEXT, "sn")
 
 
 def read_punctuated(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool = False) -> DataFrame:
-    """Every record of ``path``: ``_file``, ``_line``, ``_text``, ``_is_sp``, ``_sp`` (the SP
+    """Every record of ``path``: ``_file``, ``_block``, ``_line`` (see
+    :func:`~streamwarden.engine.shield.files.punctuated_lines`), ``_text``, ``_is_sp``, ``_sp`` (the SP
     fields), ``_seq``, ``sp_ts``/``sp_csn``, the stream's attributes and ``_broken``."""
     lines = punctuated_lines(spark, path, streaming=streaming, stream=stream.name)
     base = catalog_schema(stream, corrupt_column=True)
     fields = StructType(list(base.fields) + [f for f in _SP_FIELDS.fields if f.name not in base.fieldNames()])
-    parsed = F.from_json("_text", fields, {"timestampFormat": TIMESTAMPS, "mode": "PERMISSIVE",
-                                           "columnNameOfCorruptRecord": CORRUPT})
-    frame = lines.withColumn("_r", parsed)
+    frame = parsed_once(lines, fields, {"timestampFormat": TIMESTAMPS, "mode": "PERMISSIVE",
+                                        "columnNameOfCorruptRecord": CORRUPT})
     r = F.col("_r")
     is_sp = F.coalesce(r["kind"] == F.lit("sp"), F.lit(False))
     sp = F.struct(*[r[c].alias(c) for c in SP_COLUMNS])
@@ -63,7 +63,7 @@ def read_punctuated(spark: SparkSession, stream: StreamDef, path: str | Path, *,
     if provider is not None:
         broken = F.coalesce(broken, F.when(r[provider].isNull(), F.lit(f"record lacks the provider attribute {provider}")))
     return frame.select(
-        "_file", "_line", "_text", is_sp.alias("_is_sp"), sp.alias("_sp"), r["seq"].alias("_seq"),
+        "_file", "_block", "_line", "_text", is_sp.alias("_is_sp"), sp.alias("_sp"), r["seq"].alias("_seq"),
         r["sp_ts"].alias("sp_ts"), r["sp_csn"].alias("sp_csn"),
         *[r[name].alias(name) for name, _ in stream.schema], broken.alias("_broken"),
     )
@@ -71,7 +71,7 @@ def read_punctuated(spark: SparkSession, stream: StreamDef, path: str | Path, *,
 
 def failing_on_broken(frame: DataFrame, stream: StreamDef) -> DataFrame:
     """Stop the job at a broken record with one message naming its file, line and problem."""
-    where = F.concat(F.regexp_replace("_file", "^file:", ""), F.lit(":"), F.col("_line").cast("string"))
+    where = line_place()
     # The record's text is not quoted: whoever reads the error may not be allowed to see it.
     message = F.concat(F.lit(f"broken record in stream {stream.name} ("), F.col("_broken"), F.lit(") at "), where)
     return frame.filter(F.when(F.col("_broken").isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
@@ -101,7 +101,7 @@ def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, rol
         F.unix_micros("sp_ts").alias("_tts"), F.col("sp_csn").cast("int").alias("_tcsn"),
         F.struct(*payload).alias("_payload"),
     )
-    shielded = apply_shield(spark, control)
+    shielded = apply_shield(control)
     return shielded.select(*[F.col(f"_payload.{name}").alias(name) for name, _ in stream.schema], GOV,
                            *([F.col(f"_payload.{ARRIVAL}").alias(ARRIVAL)] if ordered else []))
 
