@@ -27,7 +27,7 @@ from streamwarden.catalog.store import CatalogStore
 from streamwarden.engine.execute import build_job, check_inputs, replay_rows
 from streamwarden.engine.levels.processors import LevelProcessor, LevelQuery, start_processors
 from streamwarden.engine.session import get_spark
-from streamwarden.engine.sinks import start_stream, write_replay
+from streamwarden.engine.sinks import check_replay_output, start_stream, write_replay
 from streamwarden.names import check_name, check_names
 from streamwarden.plan.nodes import sources
 from streamwarden.runtime.network import NetworkRuntime, default_checkpoint_root
@@ -103,12 +103,30 @@ def replay_to_file(
     level: str | None = None,
     into: str | None = None,
 ) -> ReplayReport:
-    """Like :func:`replay`, writing JSON lines to ``output``; says how many rows it wrote.
+    """Like :func:`replay`, writing the rows to ``output``; says how many rows it wrote.
 
+    ``output`` is one of two forms (:func:`streamwarden.engine.sinks.write_replay`):
+
+    * ``NAME.jsonl`` (or ``.json``): one JSON-lines file, rows in a stable order, written
+      through the driver; replaced atomically.
+    * any other name: a folder that Spark's tasks fill in parallel with JSON-lines part files
+      (``part-*.json``, rows in no particular order; the driver never holds them), read back
+      with any JSON-lines reader (``spark.read.json(output)``, ``cat output/part-*``). It
+      appears complete or not at all; it replaces an earlier replay's folder, but a folder
+      holding anything else, a symlink or a file there is refused before anything runs
+      (:class:`~streamwarden.errors.InputError`), as is ``ON RESULT``, whose policy must
+      come ahead of its rows.
+
+    Both forms hold the same lines, private to their owner (folders 0700, files 0600).
     ``into`` names the stream the results are written into (checked before anything runs:
-    a query at level l writes only into a stream of level l)."""
+    a query at level l writes only into a stream of level l).
+
+        >>> # api.replay_to_file(catalog, "paul", "SELECT SID, Pos FROM Position",
+        >>> #                    {"Position": "data/Position"}, "results/paul").rows
+    """
     rewriting = authorize(catalog, user, query, join_strategy=join_strategy, level=level, into=into)
     _check_inputs(catalog, rewriting, inputs)
+    check_replay_output(output, on_result=bool(rewriting.on_result))  # before Spark reads anything
     job = build_job(spark or get_spark(), catalog, rewriting, inputs, streaming=False, store_url=store_url)
     rows = write_replay(job, output)
     return ReplayReport(rows, job.unknown_sources())

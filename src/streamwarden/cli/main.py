@@ -129,8 +129,11 @@ def _parser() -> argparse.ArgumentParser:
     replay = command(sub, "replay", "run the authorized query over recorded files")
     query_args(replay)
     input_arg(replay, "recorded input of a stream")
-    replay.add_argument("--output", required=True, metavar="FILE.jsonl",
-                        help="where the result rows go (JSON lines, readable by its owner only)")
+    replay.add_argument("--output", required=True, metavar="FILE.jsonl|DIR",
+                        help="where the rows go, private to their owner: NAME.jsonl (or .json) is one JSON-lines "
+                             "file, rows in a stable order; any other name is a folder of part-*.json files that "
+                             "Spark writes in parallel, rows in no order (spark.read.json(DIR) or cat DIR/part-* "
+                             "reads them): complete or absent, it replaces only an earlier replay's folder")
     replay.add_argument("--store", default=None, metavar="URL",
                         help="read action values from this store (SQLAlchemy URL; default: the catalog file's values)")
     replay.add_argument("--into", default=None, metavar="STREAM",

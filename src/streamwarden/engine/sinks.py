@@ -1,6 +1,9 @@
 """Every output streamwarden writes, how a continuous one is triggered, and how it is read back.
 
-* replay: :func:`write_lines` (JSON lines, atomically, 0600);
+* replay: :func:`write_replay` into one JSON-lines file (:func:`write_lines`, atomically,
+  0600) or, for any other output name, a folder of JSON-lines part files that Spark writes
+  in parallel (:func:`write_parts`: staged in a hidden private sibling, moved into place
+  only once complete, folder 0700 and files 0600);
 * one continuous query: :func:`start_stream` (Spark's JSON file sink, exactly once through
   its metadata log; :func:`read_sink` reads what it committed);
 * several outputs of one streaming query (the level processors, the network's terminal
@@ -15,25 +18,196 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import stat
+import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from streamwarden.engine.execute import Job, python_state, replay_rows
+from streamwarden.engine.execute import Job, input_errors, python_state, replay_rows
 from streamwarden.engine.session import sql_conf
 from streamwarden.errors import InputError, UnsupportedError
-from streamwarden.names import inside, open_private, private_dir
+from streamwarden.names import inside, make_private, open_private, private_dir
 
 # Shields and [ROWS n] windows keep Python state (transformWithState), which needs RocksDB.
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 STATE_STORE = "spark.sql.streaming.stateStore.providerClass"
 
 
+#: Output names that mean one JSON-lines file; any other name is a folder of part files.
+SINGLE_FILE_SUFFIXES = (".jsonl", ".json")
+#: What a replay folder holds besides its part files: Hadoop's commit marker, and ours, which
+#: tells a later replay that the folder is one it may replace (``{"rows": N}``).
+SUCCESS = "_SUCCESS"
+REPLAY_MARKER = "_streamwarden_replay.json"
+
+
 def write_replay(job: Job, output: str | Path) -> int:
-    """Write the replay result as JSON lines; returns the number of rows."""
-    return write_lines(replay_rows(job), output)
+    """Write the replay result; returns the number of rows.
+
+    An ``output`` ending in ``.jsonl`` or ``.json`` is one JSON-lines file, in a stable row
+    order, written through the driver (:func:`write_lines`); any other is a folder of part
+    files written by Spark's tasks in parallel (:func:`write_parts`). Both hold the same lines.
+
+        >>> is_single_file("out.jsonl"), is_single_file("results/paul")
+        (True, False)
+    """
+    if is_single_file(output):
+        return write_lines(replay_rows(job), output)
+    return write_parts(job, output)
+
+
+def is_single_file(output: str | Path) -> bool:
+    """Does ``output`` name one JSON-lines file (``.jsonl``, ``.json``), not a folder of parts?"""
+    return Path(output).suffix.lower() in SINGLE_FILE_SUFFIXES
+
+
+def check_replay_output(output: str | Path, *, on_result: bool = False) -> None:
+    """Refuse, before anything runs, a replay folder that :func:`write_parts` would refuse
+    (see :func:`check_replay_folder`), and ``ON RESULT`` into a folder. A single file is
+    always accepted (:func:`write_lines` replaces it)."""
+    if is_single_file(output):
+        return
+    if on_result:
+        _refuse_on_result(output)
+    check_replay_folder(output)
+
+
+def _refuse_on_result(output: str | Path) -> None:
+    raise UnsupportedError(f"ON RESULT puts SPGen's policy ahead of the rows it covers, which a folder of part "
+                           f"files read in any order cannot promise: replay into one file instead (--output "
+                           f"{Path(output).name}.jsonl)")
+
+
+def check_replay_folder(output: str | Path) -> bool:
+    """Raise :class:`InputError` unless ``output`` names a folder a replay may write: one plain
+    name, not a symlink (never followed, whatever it points to), and either absent, empty,
+    or an earlier replay's output (nothing but its marker, ``_SUCCESS`` and ``part-*`` regular
+    files), which the new one replaces. A folder holding anything else is the user's: refused,
+    never deleted. Returns whether something is there to replace.
+
+        >>> check_replay_folder("/nowhere/results")
+        False
+    """
+    folder = Path(output)
+    if folder.name in ("", ".", ".."):
+        raise InputError(f"--output {output}: name the folder to write (a replay creates it, or replaces its own "
+                         "earlier output there)")
+    try:
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(mode):
+        raise InputError(f"refusing --output {folder}: it is a symlink, which a replay never writes through "
+                         "(remove it, or name another folder)")
+    if not stat.S_ISDIR(mode):
+        raise InputError(f"refusing --output {folder}: it exists and is not a folder (a name ending in .jsonl "
+                         "writes one file)")
+    entries = os.listdir(folder)
+    if not entries:
+        return True
+    foreign = sorted(name for name in entries if not _replay_entry(folder, name))
+    if foreign or REPLAY_MARKER not in entries:
+        example = f" (such as {foreign[0]!r})" if foreign else ""
+        raise InputError(f"refusing --output {folder}: the folder holds files a replay did not write{example}; a "
+                         "replay replaces only its own earlier output: empty it, or name another folder")
+    return True
+
+
+def _replay_entry(folder: Path, name: str) -> bool:
+    """Is ``folder/name`` something a replay writes: a regular file (never a link or a folder)
+    named as its marker, ``_SUCCESS`` or a part file?"""
+    if name not in (REPLAY_MARKER, SUCCESS) and not name.startswith("part-"):
+        return False
+    return stat.S_ISREG(os.lstat(folder / name).st_mode)
+
+
+def write_parts(job: Job, output: str | Path) -> int:
+    """Write the replay's rows into the folder ``output`` as JSON-lines part files, one per
+    partition, written by Spark's tasks in parallel: the driver never holds a row. Each
+    line is the line :func:`write_lines` writes for that row (same columns in the same
+    order, same timestamp text, NULLs as ``null``); rows come in no particular order.
+    Returns the number of rows, counted as they are written (a Spark observation on the
+    written frame: no second pass over the data).
+
+    Safety: the rows are written into a hidden sibling ``.NAME.partial-XXXXXXXX`` that
+    :func:`tempfile.mkdtemp` creates with an unpredictable name, mode 0700 (nothing can be
+    planted there in advance); made private (folders 0700, files 0600, whatever Spark's
+    umask) and moved into place by ``rename`` only once the job succeeded. A failure (a
+    broken record, Ctrl-C) removes it, leaving ``output`` as it was. An earlier replay's
+    output at ``output`` is replaced: moved aside, the new one renamed in, the old deleted,
+    so a reader sees the old rows, the new ones, or for an instant no folder, never a mix.
+    A folder that is not a replay's, a symlink or a file at ``output`` is refused
+    (:func:`check_replay_folder`). Only a process killed before it cleans up (SIGKILL, power
+    loss), or rarely a Ctrl-C while cancelled tasks still write, leaves its private staging
+    folder behind; no later replay reads or removes it.
+
+        >>> # write_parts(job, "results/paul")  -> rows; then spark.read.json("results/paul")
+    """
+    if job.rewriting.on_result:
+        _refuse_on_result(output)
+    folder = Path(output)
+    check_replay_folder(folder)
+    private_dir(folder.parent)
+    # Hidden (Spark's readers and check_inputs skip dot-names); the name cut so it stays under NAME_MAX.
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name[:100]}.partial-", dir=folder.parent))
+    try:
+        written = staging / "rows"
+        rows = _spark_parts(job, written)
+        with open_private(written / REPLAY_MARKER) as handle:
+            handle.write(json.dumps({"rows": rows}) + "\n")
+        _tidy(written)
+        _move_into_place(written, folder, staging / "replaced")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # what failed, or the replaced output
+    return rows
+
+
+def _spark_parts(job: Job, folder: Path) -> int:
+    """Spark writes ``job``'s rows under ``folder`` (created by the write); returns their count."""
+    frame = job.union()
+    if frame is None:  # nothing authorized: an empty result, and nothing to read
+        private_dir(folder)
+        return 0
+    counted = Observation()
+    observed = frame.observe(counted, F.count(F.lit(1)).alias("rows"))
+    with input_errors():
+        # The session says NULLs stay visible keys; said again so a caller's own session cannot differ.
+        observed.write.mode("errorifexists").option("ignoreNullFields", "false").json(str(folder))
+    return int(counted.get["rows"])
+
+
+def _tidy(folder: Path) -> None:
+    """Drop Hadoop's hidden ``.crc`` checksums (a replay folder holds rows, markers, nothing
+    else) and make the rest private: Spark's files get the umask of whoever configured it."""
+    for name in os.listdir(folder):
+        if name.startswith(".") and name.endswith(".crc"):
+            os.unlink(folder / name)
+    make_private(folder)
+
+
+def _move_into_place(written: Path, folder: Path, aside: Path) -> None:
+    """Rename ``written`` to ``folder``; an earlier replay's output there is first moved to
+    ``aside`` (in the private staging folder, deleted with it). ``rename`` never follows a
+    symlink: one planted at ``folder`` since the check makes it fail, not write elsewhere."""
+    if check_replay_folder(folder):  # checked again: the folder may have changed while Spark ran
+        os.rename(folder, aside)
+        try:
+            os.rename(written, folder)
+        except BaseException:
+            os.rename(aside, folder)  # put the earlier output back rather than leave nothing
+            raise
+        return
+    try:
+        os.rename(written, folder)
+    except OSError as exc:
+        raise InputError(f"refusing --output {folder}: it appeared while the replay ran ({exc.strerror}); nothing "
+                         "was written") from None
 
 
 def write_lines(lines: Iterable[str], output: str | Path) -> int:
@@ -145,5 +319,7 @@ def read_parts(folder: str | Path) -> list[dict]:
     return rows
 
 
-__all__ = ["ROCKSDB", "STATE_STORE", "check_checkpoint", "committed_batches", "read_parts", "read_sink",
-           "start_stream", "start_writer", "stream_writer", "write_lines", "write_replay"]
+__all__ = ["REPLAY_MARKER", "ROCKSDB", "SINGLE_FILE_SUFFIXES", "STATE_STORE", "check_checkpoint",
+           "check_replay_folder", "check_replay_output", "committed_batches", "is_single_file", "read_parts",
+           "read_sink", "start_stream", "start_writer", "stream_writer", "write_lines", "write_parts",
+           "write_replay"]
