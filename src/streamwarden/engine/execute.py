@@ -283,8 +283,8 @@ def check_inputs(catalog: Catalog, streams: Iterable[str], inputs: Mapping[str, 
     with ``must_exist`` each path must exist (a continuous run never creates a mistyped
     folder to wait on). A folder holding files of which the reader reads none is refused;
     one holding some files the reader skips gives an :class:`InputWarning` naming them.
-    ``line_read`` are the streams read line by line (``.jsonl``/``.json``; punctuated
-    streams always are).
+    ``line_read`` are the streams read in arrival order (``[ROWS n]`` windows: JSON lines
+    and Parquet); punctuated streams are read line by line (``.jsonl``/``.json`` only).
     """
     import warnings
 
@@ -298,7 +298,8 @@ def check_inputs(catalog: Catalog, streams: Iterable[str], inputs: Mapping[str, 
                 raise InputError(f"input for stream {name} not found: {path} (create the folder first: a continuous "
                                  "run reads the files that land in an existing folder)")
             continue
-        readable = LINE_SUFFIXES if name in line_read or catalog.streams[name].punctuated else READ_SUFFIXES
+        readable = (LINE_SUFFIXES if catalog.streams[name].punctuated else
+                    FILE_SUFFIXES if name in line_read else READ_SUFFIXES)
         if path.is_file():
             if path.suffix not in FILE_SUFFIXES:
                 raise InputError(f"input for stream {name} must be a .jsonl, .json or .parquet file, or a folder: "

@@ -119,7 +119,7 @@ def _json(spark: SparkSession, stream: StreamDef, path: str, streaming: bool, gl
 
 
 def _parquet(spark: SparkSession, stream: StreamDef, path: str, streaming: bool, glob: str | None,
-             max_files: int | None) -> DataFrame:
+             max_files: int | None, *, arrival: bool = False) -> DataFrame:
     reader = _reader(spark, streaming, glob, max_files)
     if streaming:
         frame = reader.schema(catalog_schema(stream)).parquet(path)
@@ -130,15 +130,17 @@ def _parquet(spark: SparkSession, stream: StreamDef, path: str, streaming: bool,
             raise InputError(f"parquet input {path} for stream {stream.name} lacks {', '.join(missing)}")
     # try_cast, then refuse what did not fit: a hidden row's value out of the catalog's type
     # must neither stop the job with Spark's CAST_OVERFLOW nor appear in the message.
+    # A Parquet file keeps its rows' order: the row's index in its file is its place in arrival order.
+    place = [arrival_place(F.lit(None), F.col("_metadata.file_path"), F.col("_metadata.row_index") + 1)] if arrival else []
     typed = frame.select(*[F.col(n).try_cast(SPARK_TYPES[t]).alias(n) for n, t in stream.schema],
-                         *[F.col(n).isNotNull().alias(f"__had_{n}") for n, _ in stream.schema])
+                         *[F.col(n).isNotNull().alias(f"__had_{n}") for n, _ in stream.schema], *place)
     problem: Column | None = time_out_of_range(stream)
     for n, t in reversed(stream.schema):
         problem = F.when(F.col(f"__had_{n}") & F.col(n).isNull(), F.lit(f"{n} does not fit a {t}")).otherwise(problem)
     problem = F.when(F.col("ts").isNull() & ~F.col("__had_ts"), F.lit("record has no ts")).otherwise(problem)
     message = F.concat(F.lit(f"broken record in stream {stream.name} ("), problem, F.lit(") in "), F.input_file_name())
     checked = typed.filter(F.when(problem.isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
-    return checked.select(*[F.col(n) for n, _ in stream.schema])
+    return checked.select(*[F.col(n) for n, _ in stream.schema], *([ARRIVAL] if arrival else []))
 
 
 def arrival_place(seq: Column, file: Column, line: Column) -> Column:
@@ -151,18 +153,36 @@ def arrival_place(seq: Column, file: Column, line: Column) -> Column:
 
 
 def ordered_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool) -> DataFrame:
-    """JSON-lines records with their place in arrival order, ``_arrival`` = (seq, file, line)
-    (see :func:`arrival_place`; seq is NULL here).
+    """Records with their place in arrival order, ``_arrival`` = (seq, file, line) (see
+    :func:`arrival_place`; seq is NULL here): a JSON-lines record's line, a Parquet row's
+    index in its file (+ 1).
 
     Count-based windows need it: ``[ROWS n]`` orders tuples by ``ts``, ties by input
     order, which Spark's file sources do not keep (see :mod:`streamwarden.engine.shield.files`).
     """
+    path = Path(path)
+    if not path.exists() and not streaming:
+        raise InputError(f"input for stream {stream.name} not found: {path}")
+    names = [p.name for p in path.iterdir()] if path.is_dir() else []
+    live = streaming and (path.is_dir() or not path.exists())
+    frames = []
+    if path.suffix in JSON_SUFFIXES or any(n.endswith(JSON_SUFFIXES) for n in names) or live:
+        frames.append(_ordered_json(spark, stream, path, streaming))
+    if path.suffix == ".parquet" or any(n.endswith(".parquet") for n in names) or live:
+        glob = "*.parquet" if path.is_dir() or live else None
+        frames.append(_parquet(spark, stream, str(path), streaming, glob, None, arrival=True))
+    if not frames:
+        return spark.createDataFrame([], catalog_schema(stream)).withColumn(
+            ARRIVAL, arrival_place(F.lit(None), F.lit(None).cast("string"), F.lit(None)))
+    frame = frames[0]
+    for other in frames[1:]:
+        frame = frame.unionByName(other)
+    return frame
+
+
+def _ordered_json(spark: SparkSession, stream: StreamDef, path: Path, streaming: bool) -> DataFrame:
     from streamwarden.engine.shield.files import line_place, parsed_once, punctuated_lines  # the same ordered reader
 
-    path = Path(path)
-    if path.suffix == ".parquet" or (path.is_dir() and any(p.suffix == ".parquet" for p in path.iterdir())):
-        raise InputError(f"stream {stream.name} is read by a [ROWS n] window, which needs JSON-lines input "
-                         f"(its arrival order); {path} holds parquet")
     lines = punctuated_lines(spark, path, streaming=streaming, stream=stream.name)
     options = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS][XXX]", "mode": "PERMISSIVE",
                "columnNameOfCorruptRecord": CORRUPT}
