@@ -13,8 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import level_oracle as LO
+from pyspark.sql import functions as F
+
 from streamwarden import api
+from streamwarden.catalog.lattice import Lattice, LevelSource
 from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.engine.levels import columns as LC
 from streamwarden.datagen.cloud import message_log, write_message_log
 from streamwarden.errors import AuthorizationError, BindError, UnsupportedError
 
@@ -259,3 +263,55 @@ def test_bad_level_queries_are_named(spark, cloud, query, error, message) -> Non
     with pytest.raises(error, match=message) as info:
         api.authorize(catalog, "cm", query)
     assert "line 1, column" in str(info.value) or "1:" in str(info.value)
+
+
+# -- levels as bits (one bigint): the Spark expressions against the lattice ------------------------
+LONE = Lattice.of({"COI1": ["1"], "COI2": ["A", "B", "C"]})  # a lone company's class: T is not its bit
+
+
+def test_the_spark_level_expressions_agree_with_the_lattice(spark) -> None:
+    """Dominance, LUB of two rows and of a group, the text and the shepherd, as Spark evaluates
+    them, against the lattice's own Python levels, over every level of a lattice with a class of
+    one company (whose T a bit per company alone would confuse with the company)."""
+    every = list(LONE.levels())
+    pairs = spark.createDataFrame([(i, j, a.bits, b.bits) for i, a in enumerate(every) for j, b in enumerate(every)],
+                                  "i int, j int, a bigint, b bigint")
+    got = pairs.select("i", "j", LC.level_text(F.col("a"), LONE).alias("text"),
+                       LC.level_text(LC.lub([F.col("a"), F.col("b")]), LONE).alias("lub"),
+                       *[LC.visible_at(F.col("a"), q).alias(f"at{k}") for k, q in enumerate(every)]).collect()
+    for row in got:
+        a, b = every[row["i"]], every[row["j"]]
+        assert (row["text"], row["lub"]) == (str(a), str(LONE.lub(a, b)))
+        assert [row[f"at{k}"] for k in range(len(every))] == [a <= q for q in every]
+    groups = pairs.groupBy("i").agg(LC.lub_of_group(F.col("b")).alias("all"),
+                                    LC.lub_of_group(F.when(F.col("j") < F.col("i"), F.col("b"))).alias("before"))
+    for row in groups.select("i", LC.level_text(F.col("all"), LONE).alias("all"),
+                             LC.level_text(F.col("before"), LONE).alias("before")).collect():
+        assert (row["all"], row["before"]) == (str(LONE.top), str(LONE.lub(*every[:row["i"]])))
+    senders = spark.createDataFrame([(s,) for s in ("1", "Company1", "CompanyB", "C", "Nobody", None)],
+                                    "sender string")
+    shepherd = senders.select(LC.level_text(LC.shepherd_level(LevelSource("sender"), LONE), LONE).alias("level"))
+    assert [r["level"] for r in shepherd.collect()] == ["[1, ⊥]", "[1, ⊥]", "[⊥, B]", "[⊥, C]", "[T, T]", "[T, T]"]
+
+
+LONE_CLASSES = {"COI1": ["1"], "COI2": ["A", "B"]}
+LONE_CATALOG = SMALL_CATALOG.replace('COI1: ["1", "2"]', 'COI1: ["1"]')
+
+
+@pytest.mark.parametrize("level", ["[1, ⊥]", "[1, T]", "[T, A]", "[T, T]"])
+def test_a_lone_companys_class_keeps_its_top_out_of_the_companys_level(spark, tmp_path, level) -> None:
+    """Tuples of unknown senders are at the top: at [1, T] (the lone company 1, all of COI2) they
+    stay out of a selection, a [RANGE] and a [ROWS n] aggregate, as the oracle says."""
+    raw = [{"second": s, "sender": sender, "kind": "send" if s % 3 else "receive", "n": s % 7}
+           for s, sender in enumerate(["Company1", "Nobody", "CompanyA", "1", "CompanyB", "Nobody", "Company1"] * 3)]
+    records = _records(raw)
+    path = tmp_path / "Log.jsonl"
+    path.write_text("".join(json.dumps({**r, "ts": LO.format_timestamp(r["ts"])}) + "\n" for r in records))
+    streams = {"Log": {"level": {"from": "sender"}}}
+    for query in (LO.Select("Log", ("ts", "sender", "level")),
+                  LO.RangeAggregate("Log", 10, None, (), (("COUNT", None), ("MAX", "n")), "kind"),
+                  LO.RowsAggregate("Log", 4, (LO.Cond("kind", "=", "send"),), (("COUNT", None), ("SUM", "n")))):
+        rows = api.replay(load_catalog_text(LONE_CATALOG), "top", query.cql(), {"Log": str(path)}, spark=spark,
+                          level=level)
+        expected = normalized(LO.run(LONE_CLASSES, streams, {"Log": records}, query, level))
+        assert expected and normalized(rows) == expected, query.cql()

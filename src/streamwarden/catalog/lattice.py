@@ -13,15 +13,20 @@ is T. Public ``[⊥, …, ⊥]`` is the bottom and trusted ``[T, …, T]`` the t
     ('[1, B]', True, False)
     >>> str(lattice.lub(one, lattice.parse("[2, _]"))), str(lattice.company("CompanyB"))
     ('[T, ⊥]', '[⊥, B]')
+
+On Spark a level is one ``bigint`` (:meth:`Lattice.bits`): a bit per company, so that
+dominance is a mask test and the LUB a bitwise OR (see
+:mod:`streamwarden.engine.levels.columns`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from streamwarden.errors import AuthorizationError, StreamwardenError
+from streamwarden.errors import AuthorizationError, StreamwardenError, UnsupportedError
 
 if TYPE_CHECKING:
     from streamwarden.catalog.model import Catalog
@@ -33,10 +38,19 @@ _TOP_SPELLINGS = frozenset({"t", "top"})
 _RESERVED = _BOTTOM_SPELLINGS | _TOP_SPELLINGS
 #: The paper names companies "Company1", "CompanyB": a source value may carry this prefix.
 COMPANY_PREFIX = "Company"
+#: Bits a level may use on Spark: a ``bigint`` less its sign bit, so every level is a
+#: non-negative number in Python and in Spark alike.
+LEVEL_BITS = 63
 
 
 class LevelError(StreamwardenError):
     """A level text that does not parse, or names a company outside the lattice."""
+
+
+class LatticeTooLarge(LevelError, UnsupportedError):
+    """A lattice whose levels do not fit one ``bigint`` (a :class:`LevelError`, so the
+    catalog loader reports it at the lattice's line; an :class:`UnsupportedError` for
+    whoever builds a lattice directly)."""
 
 
 @dataclass(frozen=True, order=False)
@@ -48,7 +62,7 @@ class Level:
     """
 
     entries: tuple[str, ...]
-    code: tuple[int, ...] = field(default=(), compare=False, repr=False)  # see Lattice.code
+    bits: int = field(default=0, compare=False, repr=False)  # see Lattice.bits
 
     def __le__(self, other: "Level") -> bool:
         if len(self.entries) != len(other.entries):
@@ -87,10 +101,46 @@ def join_entries(a: str, b: str) -> str:
 
 
 @dataclass(frozen=True)
+class ClassBits:
+    """Where one COI class lives in a level's ``bigint``: a bit per company (in the class's
+    order), and for a class of one company one more bit, its T.
+
+    T is every bit of the class, and any two bits of it are T as well: an OR of two
+    companies' levels is the LUB, T. A lone company's class needs the extra bit, or T
+    would be that company's own bit and a tuple at T would pass for the company's data.
+
+        >>> lone = ClassBits(0b11, (("1", 0b01),))
+        >>> lone.entry(0b01), lone.entry(0b11), lone.entry(0b100)
+        ('1', 'T', '⊥')
+    """
+
+    mask: int  # every bit of the class: its T
+    companies: tuple[tuple[str, int], ...]  # (company, its single bit)
+
+    def entry(self, bits: int) -> str:
+        """The class's entry in ``bits``: ⊥ (no bit), a company (its bit alone), else T."""
+        part = bits & self.mask
+        if part == 0:
+            return BOTTOM
+        return next((name for name, bit in self.companies if bit == part), TOP)
+
+
+@dataclass(frozen=True)
 class Lattice:
     """The COI classes, in order (the order fixes the positions of a level's entries)."""
 
     classes: tuple[tuple[str, tuple[str, ...]], ...]
+
+    def __post_init__(self) -> None:
+        needed = sum(max(len(members), 2) for _, members in self.classes)
+        if needed > LEVEL_BITS:
+            companies = sum(len(members) for _, members in self.classes)
+            lone = sum(1 for _, members in self.classes if len(members) == 1)
+            extra = f", and one for T in each of its {lone} single-company classes" if lone else ""
+            raise LatticeTooLarge(
+                f"the lattice has {companies} companies in {len(self.classes)} classes: its levels need {needed} "
+                f"bits (one per company{extra}), more than the {LEVEL_BITS} a level holds (one Spark bigint less "
+                "its sign bit)")
 
     @classmethod
     def of(cls, classes: Mapping[str, Iterable[object]]) -> "Lattice":
@@ -172,19 +222,61 @@ class Lattice:
         return self.level(entries)
 
     def level(self, entries: Iterable[str]) -> Level:
-        """A level from its entries, carrying its integer code."""
+        """A level from its entries, carrying its bits."""
         entries = tuple(entries)
-        return Level(entries, self.code(Level(entries)))
+        return Level(entries, self.bits(Level(entries)))
 
-    def code(self, level: Level) -> tuple[int, ...]:
-        """Integer entries for Spark: 0 = ⊥, -1 = T, company i of its class = i + 1."""
+    @cached_property
+    def class_bits(self) -> tuple[ClassBits, ...]:
+        """Each class's bits, in class order: classes take consecutive bits from bit 0.
+
+        >>> [(c.mask, c.companies) for c in Lattice.of({"C1": ["1", "2"], "C2": ["A"]}).class_bits]
+        [(3, (('1', 1), ('2', 2))), (12, (('A', 4),))]
+        """
+        out, first = [], 0
+        for _, members in self.classes:
+            width = max(len(members), 2)  # a lone company: a second bit for T
+            out.append(ClassBits(((1 << width) - 1) << first,
+                                 tuple((company, 1 << (first + i)) for i, company in enumerate(members))))
+            first += width
+        return tuple(out)
+
+    def bits(self, level: Level) -> int:
+        """The level as Spark holds it: per class no bit (⊥), its company's bit, or all its bits (T).
+
+        >>> lattice = Lattice.of({"C1": ["1", "2"], "C2": ["A", "B", "C"]})
+        >>> [lattice.bits(lattice.parse(text)) for text in ("[⊥, ⊥]", "[2, ⊥]", "[⊥, B]", "[T, C]", "[T, T]")]
+        [0, 2, 8, 19, 31]
+        """
         self._check(level)
-        return tuple(0 if e == BOTTOM else -1 if e == TOP else members.index(e) + 1
-                     for e, (_, members) in zip(level.entries, self.classes))
+        value = 0
+        for entry, cls in zip(level.entries, self.class_bits):
+            value |= cls.mask if entry == TOP else 0 if entry == BOTTOM else dict(cls.companies)[entry]
+        return value
 
-    def decode(self, code: Iterable[int]) -> Level:
-        return self.level(BOTTOM if c == 0 else TOP if c == -1 else members[c - 1]
-                          for c, (_, members) in zip(code, self.classes))
+    def from_bits(self, bits: int) -> Level:
+        """The level ``bits`` stand for, the inverse of :meth:`bits`; a class holding two or more
+        bits is T (so an OR of levels reads as their LUB).
+
+        >>> lattice = Lattice.of({"C1": ["1", "2"], "C2": ["A", "B", "C"]})
+        >>> str(lattice.from_bits(0b00110)), str(lattice.from_bits(0b01001))
+        ('[2, A]', '[1, B]')
+        >>> str(lattice.from_bits(lattice.bits(lattice.parse("[1, A]")) | lattice.bits(lattice.parse("[2, ⊥]"))))
+        '[T, A]'
+        """
+        stray = bits & ~sum(cls.mask for cls in self.class_bits)
+        if bits < 0 or stray:
+            raise LevelError(f"{bits} is not a level of this lattice (bits {stray:#x} belong to no class)")
+        return self.level(cls.entry(bits) for cls in self.class_bits)
+
+    def normalise(self, bits: int) -> int:
+        """``bits`` with every class that is T (two or more bits) holding all its bits: the one
+        form equal levels share.
+
+        >>> Lattice.of({"C1": ["1", "2", "3"]}).normalise(0b011)
+        7
+        """
+        return self.bits(self.from_bits(bits))
 
     def levels(self) -> Iterable[Level]:
         """Every level of the lattice (for tests and small lattices)."""
@@ -221,4 +313,5 @@ def query_level(catalog: Catalog, user: str, requested: str | Level | None) -> L
     return level
 
 
-__all__ = ["BOTTOM", "COMPANY_PREFIX", "TOP", "Lattice", "Level", "LevelError", "LevelSource", "join_entries", "query_level"]
+__all__ = ["BOTTOM", "COMPANY_PREFIX", "LEVEL_BITS", "TOP", "ClassBits", "Lattice", "LatticeTooLarge", "Level",
+           "LevelError", "LevelSource", "join_entries", "query_level"]

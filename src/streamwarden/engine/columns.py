@@ -25,6 +25,7 @@ from typing import Callable
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import functions as F
 
+from streamwarden.engine.levels.columns import level_literal
 from streamwarden.errors import UnsupportedError
 from streamwarden.plan import expr as E
 
@@ -109,6 +110,6 @@ def literal(lit: E.Literal) -> SparkColumn:
     spark_type = SPARK_TYPES.get(lit.dtype)
     if lit.dtype == "time_of_day":
         return F.lit(int(lit.value))  # type: ignore[call-overload]
-    if lit.dtype == "level":  # a streamwarden.catalog.lattice.Level: compared as its integer code
-        return F.array(*[F.lit(c) for c in lit.value.code])  # type: ignore[attr-defined]
+    if lit.dtype == "level":  # a streamwarden.catalog.lattice.Level: compared as its bits (one bigint)
+        return level_literal(lit.value)  # type: ignore[arg-type]
     return F.lit(lit.value).cast(spark_type) if spark_type else F.lit(lit.value)

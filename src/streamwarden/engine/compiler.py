@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamwarden.catalog.lattice import Lattice
-from streamwarden.engine.levels.columns import ROW_LEVEL, lub, lub_from_parts, lub_of_group, visible_at
+from streamwarden.engine.levels.columns import LEVEL_TYPE, ROW_LEVEL, lub, lub_of_group, visible_at
 from streamwarden.errors import UnsupportedError
 from streamwarden.language.ast import Window
 from streamwarden.plan import expr as E
@@ -139,19 +139,18 @@ class _RowsWindows:
         groups = [(name, compile_expr(g)) for name, g in node.group_by]
         lattice = self.inputs.lattice
         level = self.row_level(base, frame) if lattice is not None else None
-        width = lattice.width if lattice is not None else 0
         spec = rows.RowsSpec(node.window.rows or 1, tuple(f"__agg{i}" for i in range(len(node.aggregates))),  # type: ignore[union-attr]
                              tuple(a.func for a in node.aggregates), tuple(name for name, _ in groups),
-                             level_width=width, policies=POLICIES in frame.columns)
+                             levels=level is not None, policies=POLICIES in frame.columns)
         ready = rows.prepared(frame, compile_expr(node.event_time),
                               rows.arrival_key(F.col(arrival) if arrival in frame.columns else None),
-                              qualifies, args, groups, level, width)
+                              qualifies, args, groups, level)
         result = self.rows_stream(ready, spec, node) if self.inputs.streaming else rows.replay_rows(ready, spec)
         return result.select(
             F.timestamp_micros(F.col("ts")).alias("ts"),
             *[F.col(name) for name, _ in groups],
             *[_rows_value(a, f"__agg{i}").alias(a.name) for i, a in enumerate(node.aggregates)],
-            *([F.col("_level").cast("array<int>").alias(ROW_LEVEL)] if lattice is not None else []),
+            *([F.col("_level").cast(LEVEL_TYPE).alias(ROW_LEVEL)] if lattice is not None else []),
             *([F.col(POLICIES)] if spec.policies else []),
             *([F.timestamp_micros(F.col("ts")).alias(EVENT)] if self.inputs.event_time else []),
         )
@@ -162,9 +161,9 @@ class _RowsWindows:
         output = ["ts", *spec.groups, *spec.names]
         schema = ["ts long"] + [f"`{g}` {types[g]}" for g in spec.groups] + [
             f"`{name}` {'long' if func == 'count' else 'double'}" for name, func in zip(spec.names, spec.funcs)]
-        if spec.level_width:
+        if spec.levels:
             output.append("_level")
-            schema.append("_level array<int>")
+            schema.append(f"_level {LEVEL_TYPE}")
         if spec.policies:
             output.append(POLICIES)
             schema.append(f"{POLICIES} array<string>")
@@ -291,7 +290,7 @@ class _Compiler(_RowsWindows):
         if ROW_LEVEL in frame.columns:
             return F.col(ROW_LEVEL)
         levels = [F.col(physical_name(f.relation, f.name)) for f in node.fields if f.dtype == "level"]
-        return lub(levels, self.inputs.lattice.width)
+        return lub(levels)
 
     def project(self, node: Project) -> DataFrame:  # type: ignore[override]
         frame = self.compile(node.child)
@@ -387,14 +386,14 @@ class _Compiler(_RowsWindows):
         if POLICIES in frame.columns:
             aggs.append(F.sort_array(F.array_distinct(F.flatten(F.collect_set(POLICIES)))).alias(POLICIES))
         if self.inputs.lattice is not None:
-            aggs += lub_of_group(self.row_level(node.child, frame), self.inputs.lattice.width)
+            aggs.append(lub_of_group(self.row_level(node.child, frame)).alias("__lub"))
         grouped = frame.groupBy(bucket.alias("__window"), *groups).agg(*aggs)
         if node.min_group:  # the policy's minimum group size: smaller groups are not delivered at all
             grouped = grouped.filter(F.col(GROUP_SIZE) >= F.lit(node.min_group))
         order = [F.col(name) for name in node.items]
         keep = [F.col(POLICIES)] if POLICIES in frame.columns else []
         if self.inputs.lattice is not None:
-            keep.append(lub_from_parts(self.inputs.lattice.width).alias(ROW_LEVEL))
+            keep.append(F.col("__lub").alias(ROW_LEVEL))
         end = F.col("__window.start") + F.expr(f"INTERVAL {_micros(size)} MICROSECONDS")
         if self.inputs.event_time:
             keep.append(end.alias(EVENT))  # a window's rows happen at its end

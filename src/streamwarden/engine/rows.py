@@ -31,8 +31,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import StringType, StructField, StructType
 
+from streamwarden.engine.levels.columns import lub_of_group
+
 T, ARRIVAL, QUALIFIES, RN, ARRIVING = "__t", "__a", "__q", "__rn", "__i"
-LEVEL_PART = "__lv"
+LEVEL_PART = "__lv"  # the tuple's level, one bigint (streamwarden.engine.levels.columns)
 POLICIES = "_policies"
 
 
@@ -45,7 +47,7 @@ class RowsSpec:
     funcs: tuple[str, ...]  # count min max sum avg
     groups: tuple[str, ...]  # output names of the grouping columns
     counts_rows: tuple[bool, ...] = ()  # COUNT(*) (no argument) per aggregate
-    level_width: int = 0  # > 0: rows carry the LUB of their qualifying tuples' levels
+    levels: bool = False  # rows carry _level: the LUB (bitwise OR) of their qualifying tuples' levels
     policies: bool = False  # the rows carry _policies (union over their qualifying tuples)
 
 
@@ -54,16 +56,16 @@ def arg(i: int) -> str:
 
 
 def prepared(frame: DataFrame, time: Column, arrival: Column, qualifies: Column, args: list[Column | None],
-             groups: list[tuple[str, Column]], level: Column | None, width: int) -> DataFrame:
+             groups: list[tuple[str, Column]], level: Column | None) -> DataFrame:
     """The input reduced to what the window needs: time (µs), arrival, qualifies, arguments
-    (timestamps as µs), groups and level entries."""
+    (timestamps as µs), groups and the level (``LEVEL_PART``)."""
     cols = [F.unix_micros(time).alias(T), arrival.alias(ARRIVAL), F.coalesce(qualifies, F.lit(False)).alias(QUALIFIES)]
     for i, a in enumerate(args):
         value = F.lit(1) if a is None else a
         cols.append(value.alias(arg(i)))
     cols += [g.alias(name) for name, g in groups]
     if level is not None:
-        cols += [level[k].alias(f"{LEVEL_PART}{k}") for k in range(width)]
+        cols.append(level.alias(LEVEL_PART))
     if POLICIES in frame.columns:
         cols.append(F.col(POLICIES))
     return frame.select(*cols)
@@ -87,50 +89,32 @@ def _agg(func: str, column: Column) -> Column:
     return {"count": F.count, "min": F.min, "max": F.max, "sum": F.try_sum, "avg": F.try_avg}[func](column)
 
 
-def _level_entry(low: Column, high: Column) -> Column:
-    return F.when(low.isNull(), F.lit(0)).when(low == high, low).otherwise(F.lit(-1))
-
-
 def replay_rows(frame: DataFrame, spec: RowsSpec) -> DataFrame:
     """The window's rows over a recorded input (``frame`` from :func:`prepared`)."""
     order = Window.orderBy(T, ARRIVAL)
     q = F.col(QUALIFIES)
-    level_out: list[Column] = []
     if not spec.groups:
         window = order.rowsBetween(-(spec.n - 1), 0)
         aggs = [_agg(f, F.when(q, F.col(arg(i)))).over(window).alias(name)
                 for i, (name, f) in enumerate(zip(spec.names, spec.funcs))]
-        bounds = []  # each window function once: Spark would evaluate a repeated one again per use
-        for k in range(spec.level_width):
-            company = F.when(q & (F.col(f"{LEVEL_PART}{k}") != 0), F.col(f"{LEVEL_PART}{k}"))
-            bounds += [F.min(company).over(window).alias(f"__lo{k}"), F.max(company).over(window).alias(f"__hi{k}")]
-            level_out.append(_level_entry(F.col(f"__lo{k}"), F.col(f"__hi{k}")))
         extra = []
+        if spec.levels:
+            extra.append(lub_of_group(F.when(q, F.col(LEVEL_PART)), window).alias("_level"))
         if spec.policies:
             extra.append(F.sort_array(F.array_distinct(F.flatten(
                 F.collect_list(F.when(q, F.col(POLICIES))).over(window)))).alias(POLICIES))
-        windowed = frame.select(F.col(T).alias("ts"), *aggs, *bounds, *extra)
-        return windowed.select("ts", *spec.names, *([F.array(*level_out).alias("_level")] if level_out else []),
-                               *([F.col(POLICIES)] if spec.policies else []))
+        return frame.select(F.col(T).alias("ts"), *aggs, *extra)
     numbered = frame.withColumn(RN, F.row_number().over(order))
     arrivals = numbered.select(F.col(RN).alias(ARRIVING), F.col(T).alias("ts"))
     # Each qualifying tuple counts for the n arrivals whose windows hold it (itself and the n - 1 after it).
     held = numbered.filter(q).withColumn(ARRIVING, F.explode(F.sequence(F.col(RN), F.col(RN) + spec.n - 1)))
     aggs = [_agg(f, F.col(arg(i))).alias(name) for i, (name, f) in enumerate(zip(spec.names, spec.funcs))]
-    parts = []
-    for k in range(spec.level_width):
-        company = F.when(F.col(f"{LEVEL_PART}{k}") != 0, F.col(f"{LEVEL_PART}{k}"))
-        parts += [F.min(company).alias(f"__lo{k}"), F.max(company).alias(f"__hi{k}")]
+    parts = [lub_of_group(F.col(LEVEL_PART)).alias("_level")] if spec.levels else []
     if spec.policies:
         parts.append(F.sort_array(F.array_distinct(F.flatten(F.collect_list(POLICIES)))).alias(POLICIES))
     grouped = held.groupBy(ARRIVING, *spec.groups).agg(*aggs, *parts)
     result = grouped.join(arrivals, ARRIVING)  # arrivals past the last tuple do not exist
-    extra = []
-    if spec.level_width:
-        extra.append(F.array(*[_level_entry(F.col(f"__lo{k}"), F.col(f"__hi{k}"))
-                               for k in range(spec.level_width)]).alias("_level"))
-    if spec.policies:
-        extra.append(F.col(POLICIES))
+    extra = [F.col(name) for name, carried in (("_level", spec.levels), (POLICIES, spec.policies)) if carried]
     return result.select("ts", *spec.groups, *spec.names, *extra)
 
 
@@ -166,8 +150,8 @@ def window_rows(history: pd.DataFrame, spec: RowsSpec, first_new: int) -> pd.Dat
         for name, func in zip(spec.names, spec.funcs):
             values = rolled[name]
             rows[name] = values.astype("int64") if func == "count" else np.where(present, values, np.nan)
-        if spec.level_width:
-            rows["_level"] = _rolling_level(history, member, spec, arrivals)
+        if spec.levels:
+            rows["_level"] = _rolling_level(history, member, spec.n, arrivals)
         if spec.policies:
             rows[POLICIES] = _rolling_policies(history, member, spec.n, arrivals)
         if spec.groups:
@@ -196,15 +180,30 @@ def _rolling_policies(history: pd.DataFrame, member: np.ndarray, n: int, arrival
     return out
 
 
-def _rolling_level(history: pd.DataFrame, member: np.ndarray, spec: RowsSpec, arrivals: np.ndarray) -> list[list[int]]:
-    entries = []
-    for k in range(spec.level_width):
-        code = history[f"{LEVEL_PART}{k}"].to_numpy(dtype=float)
-        company = pd.Series(np.where(member & (code != 0), code, np.nan))
-        low = company.rolling(spec.n, min_periods=1).min().to_numpy()[arrivals]
-        high = company.rolling(spec.n, min_periods=1).max().to_numpy()[arrivals]
-        entries.append(np.where(np.isnan(low), 0, np.where(low == high, low, -1)).astype(int))
-    return [list(map(int, row)) for row in zip(*entries)] if entries else [[] for _ in arrivals]
+def _rolling_level(history: pd.DataFrame, member: np.ndarray, n: int, arrivals: np.ndarray) -> np.ndarray:
+    """Per arrival, the LUB (OR) of the levels of the qualifying tuples in its window."""
+    levels = np.where(member, history[LEVEL_PART].to_numpy(dtype=np.int64), np.int64(0))
+    return rolling_or(levels, n)[arrivals]
+
+
+def rolling_or(values: np.ndarray, n: int) -> np.ndarray:
+    """``out[i]`` = the bitwise OR of ``values[i - n + 1 .. i]`` (from 0 near the start).
+
+    OR forgets how often a bit came, so two overlapping spans of 2^k ≥ n/2 values cover a
+    window: log2(n) vectorised ORs, whatever n, instead of a loop over the window.
+
+        >>> rolling_or(np.array([1, 2, 4, 8, 16]), 2).tolist(), rolling_or(np.array([1, 2, 4, 8, 16]), 3).tolist()
+        ([1, 3, 6, 12, 24], [1, 3, 7, 14, 28])
+    """
+    span, spans = 1, values.copy()  # spans[i]: the OR of values[i - span + 1 .. i]
+    while span * 2 <= n:
+        wider = spans.copy()
+        wider[span:] |= spans[:-span]
+        spans, span = wider, span * 2
+    out, rest = spans.copy(), n - span  # rest < span: the two spans overlap or touch
+    if rest:
+        out[rest:] |= spans[:-rest]
+    return out
 
 
 class RowsWindowProcessor(StatefulProcessor):
@@ -213,7 +212,8 @@ class RowsWindowProcessor(StatefulProcessor):
     One group holds the whole (level-guarded) stream, since a count-based window spans
     all of it. Each micro-batch's tuples are taken in ``ts`` order, ties in input order,
     after the tuples of earlier micro-batches. Output columns: ``ts`` (µs), the groups,
-    the aggregates, then ``_level``/``_policies`` when the spec has them.
+    the aggregates, then ``_level`` (a bigint: the OR of the levels in ``LEVEL_PART``) and
+    ``_policies`` when the spec has them.
     """
 
     def __init__(self, spec: RowsSpec, columns: tuple[str, ...], output: tuple[str, ...]):
@@ -238,8 +238,6 @@ class RowsWindowProcessor(StatefulProcessor):
         tail = history.iloc[len(history) - keep:] if keep and len(history) > keep else (history if keep else history.iloc[0:0])
         self.state.update((tail.to_json(orient="split", index=False),))
         if len(result):
-            if "_level" not in result.columns and "_level" in self.output:
-                result["_level"] = [[] for _ in range(len(result))]
             yield result.reindex(columns=self.output)
 
     def restore(self, columns: pd.Index) -> pd.DataFrame:

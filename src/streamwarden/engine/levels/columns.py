@@ -1,40 +1,53 @@
 """Security levels as Spark SQL expressions (no Python per tuple).
 
-A level travels as ``array<int>``, one entry per COI class: 0 is ⊥, -1 is T and
-company *i* of the class is *i + 1* (:meth:`Lattice.code`). Dominance by the query's
-level is a static predicate over the entries; the LUB of two rows is computed entry by
-entry; the LUB over a group is, per entry, ⊥ when no row has a company or T there,
-that value when all such rows agree, else T (so ``min`` and ``max`` of the non-⊥
-entries decide it, both code-generated aggregates).
+A level travels as one ``bigint``, a bit per company (:meth:`Lattice.bits`; a class of
+one company has a second bit, for its T): a class contributes no bit (⊥), its company's
+bit, or all its bits (T). Then
+
+* ``l ≤ q`` is ``(l & ~q) == 0``: every company ``l`` holds, ``q`` holds (T in ``q``
+  holds all of its class; ⊥ none; a company only itself);
+* the LUB is a bitwise OR, of two rows' levels or, with ``bit_or``, of a group's: two
+  companies of one class OR to two of its bits, which mean T;
+* such a T is not in T's own form (all the class's bits) until normalised
+  (:meth:`Lattice.normalise`): the output's text reads any two bits of a class as T
+  (:func:`level_text`), and ``=`` compares only levels already in that form: a tuple's,
+  as the shepherd makes it, with a query's ``[1, ⊥]`` (:func:`level_literal`).
 
     >>> from streamwarden.catalog.lattice import Lattice
     >>> lattice = Lattice.of({"COI1": ["1", "2"], "COI2": ["A", "B"]})
-    >>> lattice.code(lattice.parse("[2, T]"))
-    (2, -1)
+    >>> one_a, two = lattice.parse("[1, A]").bits, lattice.parse("[2, ⊥]").bits
+    >>> str(lattice.from_bits(one_a | two)), (one_a & ~lattice.parse("[T, A]").bits) == 0
+    ('[T, A]', True)
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from pyspark.sql import Column
+from pyspark.sql import Column, WindowSpec
 from pyspark.sql import functions as F
 
 from streamwarden.catalog.lattice import BOTTOM, COMPANY_PREFIX, TOP, Lattice, Level, LevelSource
 
 #: The row's level once its tuples' levels are combined (after a projection or aggregate).
 ROW_LEVEL = "_level"
-LEVEL_TYPE = "array<int>"
+LEVEL_TYPE = "bigint"
+
+
+def level_literal(level: Level) -> Column:
+    """``level`` as a Spark value, in the normalised form every tuple's level has (T is all
+    of its class's bits), so that ``=`` with a tuple's level is equality of levels."""
+    return _bigint(level.bits)
 
 
 def shepherd_level(source: LevelSource | None, lattice: Lattice) -> Column:
     """The level the trusted stream shepherd gives each tuple: its source company's level
     (``Company`` prefix allowed), a fixed level, or the top for an unknown source."""
-    top = _literal(lattice.top)
+    top = level_literal(lattice.top)
     if source is None:
         return top
     if source.fixed is not None:
-        return _literal(source.fixed)
+        return level_literal(source.fixed)
     names: dict[str, Level] = {}
     for _, members in lattice.classes:
         for company in members:
@@ -45,7 +58,7 @@ def shepherd_level(source: LevelSource | None, lattice: Lattice) -> Column:
         for company in members:
             names[company] = lattice.company(company)  # type: ignore[assignment]
     table = F.create_map(*[part for name, level in sorted(names.items())
-                           for part in (F.lit(name), _literal(level))])
+                           for part in (F.lit(name), level_literal(level))])
     return F.coalesce(F.element_at(table, F.col(str(source.attribute)).cast("string")), top)
 
 
@@ -55,67 +68,62 @@ def unknown_source(source: LevelSource | None, lattice: Lattice, level: Column) 
         return F.lit(True)
     if source.fixed is not None:
         return F.lit(False)
-    return level == _literal(lattice.top)
+    return level == level_literal(lattice.top)  # the shepherd's levels are normalised: = is equality
 
 
 def visible_at(level: Column, query_level: Level) -> Column:
-    """``level ≤ query_level`` (Definition 4), entry by entry."""
-    condition = F.lit(True)
-    for k, entry in enumerate(query_level.code):
-        mine = level[k]
-        if entry == -1:
-            continue  # T dominates everything in its class
-        condition = condition & ((mine == 0) if entry == 0 else mine.isin(0, entry))
-    return condition
+    """``level ≤ query_level`` (Definition 4): ``level`` holds no company ``query_level`` lacks.
+
+    ``~bits`` is the two's complement Spark's ``bigint`` has too, so below the top the test
+    also keeps out any bit beyond the lattice's (and a NULL level: it is then not true).
+
+        >>> from streamwarden.catalog.lattice import Lattice
+        >>> lattice = Lattice.of({"COI1": ["1", "2"], "COI2": ["A"]})  # bits: 1, 2 | A, T of COI2
+        >>> q = lattice.parse("[1, T]").bits
+        >>> [(lattice.parse(text).bits & ~q) == 0 for text in ("[⊥, ⊥]", "[1, A]", "[2, ⊥]", "[T, T]")]
+        [True, True, False, False]
+    """
+    if all(entry == TOP for entry in query_level.entries):
+        # The top dominates every level: no test at all. (Catalyst inlines the shepherd's map
+        # lookup into a filter above it, so even a test that always holds would look it up twice.)
+        return F.lit(True)
+    return level.bitwiseAND(_bigint(~query_level.bits)) == 0
 
 
-def lub(levels: Sequence[Column], width: int) -> Column:
+def lub(levels: Sequence[Column]) -> Column:
     """The least upper bound of the levels of one row's tuples (⊥ for none)."""
     if not levels:
-        return F.array(*[F.lit(0)] * width)
-    if len(levels) == 1:
-        return levels[0]
-    entries = []
-    for k in range(width):
-        value = levels[0][k]
-        for other in levels[1:]:
-            o = other[k]
-            value = F.when(value == o, value).when(o == 0, value).when(value == 0, o).otherwise(F.lit(-1))
-        entries.append(value)
-    return F.array(*entries)
+        return _bigint(0)
+    value = levels[0]
+    for other in levels[1:]:
+        value = value.bitwiseOR(other)
+    return value
 
 
-def lub_of_group(level: Column, width: int) -> list[Column]:
-    """Aggregates whose results :func:`lub_from_parts` turns into the group's LUB."""
-    parts = []
-    for k in range(width):
-        company = F.when(level[k] != 0, level[k])
-        parts += [F.min(company).alias(f"__lub_min{k}"), F.max(company).alias(f"__lub_max{k}")]
-    return parts
-
-
-def lub_from_parts(width: int) -> Column:
-    entries = []
-    for k in range(width):
-        low, high = F.col(f"__lub_min{k}"), F.col(f"__lub_max{k}")
-        entries.append(F.when(low.isNull(), F.lit(0)).when(low == high, low).otherwise(F.lit(-1)))
-    return F.array(*entries)
+def lub_of_group(level: Column, window: WindowSpec | None = None) -> Column:
+    """The aggregate giving a group's LUB (or, over ``window``, each frame's): ``bit_or`` of
+    its tuples' levels, ⊥ for none (NULL levels, as a ``[ROWS n]`` window gives the tuples
+    that do not qualify, count as none)."""
+    combined = F.bit_or(level)
+    return F.coalesce(combined if window is None else combined.over(window), _bigint(0))
 
 
 def level_text(level: Column, lattice: Lattice) -> Column:
-    """``[1, ⊥]``: the level as the output writes it."""
+    """``[1, ⊥]``: the level as the output writes it; a class with two or more bits is T."""
     entries = []
-    for k, (_, members) in enumerate(lattice.classes):
-        names = F.array(*[F.lit(m) for m in members])
-        entry = level[k]
-        entries.append(F.when(entry == 0, F.lit(BOTTOM)).when(entry == -1, F.lit(TOP))
-                       .otherwise(F.element_at(names, entry)))
+    for cls in lattice.class_bits:
+        part = level.bitwiseAND(_bigint(cls.mask))
+        entry = F.when(part == 0, F.lit(BOTTOM))
+        for company, bit in cls.companies:
+            entry = entry.when(part == bit, F.lit(company))
+        entries.append(entry.otherwise(F.lit(TOP)))
     return F.concat(F.lit("["), F.concat_ws(", ", *entries), F.lit("]"))
 
 
-def _literal(level: Level) -> Column:
-    return F.array(*[F.lit(c) for c in level.code]).cast(LEVEL_TYPE)
+def _bigint(value: int) -> Column:
+    # A small literal would be an int: bitwise operators and map values need one type, bigint.
+    return F.lit(value).cast(LEVEL_TYPE)
 
 
-__all__ = ["LEVEL_TYPE", "ROW_LEVEL", "level_text", "lub", "lub_from_parts", "lub_of_group",
-           "shepherd_level", "unknown_source", "visible_at"]
+__all__ = ["LEVEL_TYPE", "ROW_LEVEL", "level_literal", "level_text", "lub", "lub_of_group", "shepherd_level",
+           "unknown_source", "visible_at"]
