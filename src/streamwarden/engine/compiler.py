@@ -141,7 +141,9 @@ class _RowsWindows:
         level = self.row_level(base, frame) if lattice is not None else None
         spec = rows.RowsSpec(node.window.rows or 1, tuple(f"__agg{i}" for i in range(len(node.aggregates))),  # type: ignore[union-attr]
                              tuple(a.func for a in node.aggregates), tuple(name for name, _ in groups),
-                             levels=level is not None, policies=POLICIES in frame.columns)
+                             levels=level is not None, policies=POLICIES in frame.columns,
+                             policy_ids=tuple(sorted({v.policy_id for n in walk(base) if isinstance(n, SecureView)
+                                                      for v in n.views})))
         ready = rows.prepared(frame, compile_expr(node.event_time),
                               rows.arrival_key(F.col(arrival) if arrival in frame.columns else None),
                               qualifies, args, groups, level)

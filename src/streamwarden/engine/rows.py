@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import Window
+from pyspark.sql.window import WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import StringType, StructField, StructType
@@ -49,6 +50,7 @@ class RowsSpec:
     counts_rows: tuple[bool, ...] = ()  # COUNT(*) (no argument) per aggregate
     levels: bool = False  # rows carry _level: the LUB (bitwise OR) of their qualifying tuples' levels
     policies: bool = False  # the rows carry _policies (union over their qualifying tuples)
+    policy_ids: tuple[str, ...] = ()  # every policy id a tuple's _policies can hold (the plan's views)
 
 
 def arg(i: int) -> str:
@@ -101,8 +103,7 @@ def replay_rows(frame: DataFrame, spec: RowsSpec) -> DataFrame:
         if spec.levels:
             extra.append(lub_of_group(F.when(q, F.col(LEVEL_PART)), window).alias("_level"))
         if spec.policies:
-            extra.append(F.sort_array(F.array_distinct(F.flatten(
-                F.collect_list(F.when(q, F.col(POLICIES))).over(window)))).alias(POLICIES))
+            return _with_window_policies(frame, spec, order, aggs, extra)
         return frame.select(F.col(T).alias("ts"), *aggs, *extra)
     numbered = frame.withColumn(RN, F.row_number().over(order))
     arrivals = numbered.select(F.col(RN).alias(ARRIVING), F.col(T).alias("ts"))
@@ -111,11 +112,34 @@ def replay_rows(frame: DataFrame, spec: RowsSpec) -> DataFrame:
     aggs = [_agg(f, F.col(arg(i))).alias(name) for i, (name, f) in enumerate(zip(spec.names, spec.funcs))]
     parts = [lub_of_group(F.col(LEVEL_PART)).alias("_level")] if spec.levels else []
     if spec.policies:
-        parts.append(F.sort_array(F.array_distinct(F.flatten(F.collect_list(POLICIES)))).alias(POLICIES))
+        parts += [F.bool_or(F.array_contains(POLICIES, p)).alias(f"__p{k}") for k, p in enumerate(spec.policy_ids)]
     grouped = held.groupBy(ARRIVING, *spec.groups).agg(*aggs, *parts)
+    if spec.policies:
+        grouped = grouped.withColumn(POLICIES, _policy_array(spec, [F.col(f"__p{k}") for k in range(len(spec.policy_ids))]))
     result = grouped.join(arrivals, ARRIVING)  # arrivals past the last tuple do not exist
     extra = [F.col(name) for name, carried in (("_level", spec.levels), (POLICIES, spec.policies)) if carried]
     return result.select("ts", *spec.groups, *spec.names, *extra)
+
+
+def _policy_array(spec: RowsSpec, held: list[Column]) -> Column:
+    """The sorted ids of the policies whose flag in ``held`` is true (``policy_ids`` are sorted)."""
+    none = F.array().cast("array<string>")
+    return F.concat(none, *[F.when(h, F.array(F.lit(p))).otherwise(none) for p, h in zip(spec.policy_ids, held)])
+
+
+def _with_window_policies(frame: DataFrame, spec: RowsSpec, order: WindowSpec, aggs: list[Column],
+                          extra: list[Column]) -> DataFrame:
+    """The window's rows with ``_policies``: a policy is in a row's union when a qualifying tuple
+    it authorized is among the last n. Per policy, the place of its latest such tuple so far is
+    a running maximum (constant work per row), where collecting every window's policy arrays
+    cost O(n) array work per row."""
+    q = F.col(QUALIFIES)
+    numbered = frame.withColumn(RN, F.row_number().over(order))
+    so_far = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    latest = [F.max(F.when(q & F.array_contains(POLICIES, p), F.col(RN))).over(so_far)
+              for p in spec.policy_ids]
+    held = [F.coalesce(last > F.col(RN) - spec.n, F.lit(False)) for last in latest]
+    return numbered.select(F.col(T).alias("ts"), *aggs, *extra, _policy_array(spec, held).alias(POLICIES))
 
 
 # -- continuous runs -----------------------------------------------------------------------------
