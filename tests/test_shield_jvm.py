@@ -78,7 +78,7 @@ def rows(provider: str, batch: list[Sp | Tuple], start: int) -> list[tuple]:
     return out
 
 
-@settings(max_examples=25, deadline=None, derandomize=True)
+@settings(max_examples=12, deadline=None, derandomize=True)
 @given(providers)
 def test_jvm_shield_decides_as_the_reference_in_a_replay(spark, streams) -> None:
     """One batch (a replay): every provider's records at once, in arrival order by line."""
@@ -93,7 +93,7 @@ def test_jvm_shield_decides_as_the_reference_in_a_replay(spark, streams) -> None
         assert [got[(f"p{p}", i)] for i in ids] == reference([events]), f"provider p{p}"
 
 
-@settings(max_examples=4, deadline=None, derandomize=True)
+@settings(max_examples=2, deadline=None, derandomize=True)
 @given(providers)
 def test_jvm_shield_decides_as_the_reference_across_micro_batches(spark, tmp_path_factory, streams) -> None:
     """Replay each provider's micro-batches through one streaming query (memory source, so the
