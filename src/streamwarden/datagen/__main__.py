@@ -1,4 +1,4 @@
-"""Command line: ``python -m streamwarden.datagen {drill,health,objects,cloud} --out PATH [options]``.
+"""Command line: ``python -m streamwarden.datagen {drill,health,objects,cloud,nexmark} --out PATH [options]``.
 
 Example:
     $ python -m streamwarden.datagen drill --out /tmp/drill --soldiers 1000 --minutes 60 --interval 1
@@ -9,6 +9,8 @@ Example:
     Objects=1100000 records (1000000 tuples, 100000 policies); ...
     $ python -m streamwarden.datagen cloud --out /tmp/cloud --minutes 10 --services 6 --seed 7
     MessageLog=2620 records (1441 sends, 304 failures, 0 unknown senders); 6 services, 5 companies ...
+    $ python -m streamwarden.datagen nexmark --events 1000000 --out /tmp/nexmark --format parquet --seed 7
+    Person=20000 Auction=60000 Bid=920000 PunctuatedBid=962011 records from 1000000 events ...
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import NoReturn
 
 from .drill import DEFAULT_START, generate_drill
 from .cloud import DEFAULT_CLASSES, message_log, write_message_log
+from .nexmark import DEFAULT_RATE, generate_nexmark
 from .punctuated import moving_objects, write_health, write_jsonl
 
 
@@ -116,6 +119,16 @@ def _parser() -> _OneLineParser:
     cloud.add_argument("--files", type=_at_least(1), default=1, help="time-sliced files")
     cloud.add_argument("--seed", type=_at_least(0), default=7)
     cloud.add_argument("--start", default=DEFAULT_START, help="first invocation time (ISO-8601, UTC)")
+    nexmark = commands.add_parser("nexmark", help="NEXMark auction streams (Person, Auction, Bid, PunctuatedBid)")
+    nexmark.add_argument("--out", required=True, help="output directory (one folder per stream)")
+    nexmark.add_argument("--events", type=_at_least(1), required=True, help="events (1 person : 3 auctions : 46 bids)")
+    nexmark.add_argument("--format", choices=["jsonl", "parquet"], default="parquet",
+                         help="Person, Auction and Bid (PunctuatedBid is always JSON lines)")
+    nexmark.add_argument("--rate", type=_positive_float, default=DEFAULT_RATE, help="events per second of event time")
+    nexmark.add_argument("--no-punctuated", dest="punctuated", action="store_false",
+                         help="skip the punctuated Bid stream")
+    nexmark.add_argument("--seed", type=_at_least(0), default=7)
+    nexmark.add_argument("--start", default=DEFAULT_START, help="first event time (ISO-8601, UTC)")
     return parser
 
 
@@ -175,8 +188,13 @@ def _cloud(args: argparse.Namespace) -> str:
             f"episodes: {episodes}; {len(counts)} file(s) written to {args.out}")
 
 
+def _nexmark(args: argparse.Namespace) -> str:
+    return generate_nexmark(args.out, events=args.events, fmt=args.format, seed=args.seed, rate=args.rate,
+                            start=args.start, punctuated=args.punctuated).describe()
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace], str]] = {
-    "drill": _drill, "health": _health, "objects": _objects, "cloud": _cloud,
+    "drill": _drill, "health": _health, "objects": _objects, "cloud": _cloud, "nexmark": _nexmark,
 }
 
 

@@ -1,0 +1,192 @@
+"""Run an experiment: prepare its workload once, run its pipelines interleaved, time them one way.
+
+Timing, the same for every pipeline of every experiment:
+
+* a :class:`~bench.suite.experiment.Command` runs as a child process: its wall time, and its
+  CPU time with everything it started (``resource.getrusage(RUSAGE_CHILDREN)`` before and
+  after: a process's waited-for descendants, a Spark JVM included when its parent reaps it, as
+  :mod:`bench.suite.job` does); its rows out come from the JSON line it prints last;
+* an :class:`~bench.suite.experiment.InProcess` callable runs on the runner's SparkSession:
+  its wall time, and the CPU time of this process and of the Spark JVM (``/proc``).
+
+Each of the ``repeats`` rounds runs every pipeline once, the order rotated by one per round,
+so a drift in the machine's speed (another process, a warming disk cache) touches every
+pipeline alike rather than whichever came last. Rows in are the workload facts a pipeline
+reads; ``rows_per_s`` is rows in per wall second (``rows_per_cpu_s``: per CPU second) and
+``per_core`` the experiment's ``per_core`` fact per CPU second (``per_core_job``: per CPU
+second of the part the process reports as its job, ``job_cpu_s``, when it does). Outputs
+are deleted after each run (only counts are kept).
+
+    >>> # results = run(experiment, repeats=3, results_dir=Path("bench/results"))
+    >>> # results["pipelines"][0]["runs"][0]["wall_s"]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from bench import machine
+from bench.suite.experiment import Command, Experiment, Facts, Measured, Pipeline
+from bench.suite.job import process_cpu
+from bench.workdir import scratch_dir
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "bench" / "results"
+Log = Callable[[str], None]
+
+
+def _log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _environment() -> dict[str, str]:
+    env = dict(os.environ)
+    # The child imports bench.* and streamwarden from this checkout, whatever its working directory.
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def _run_command(command: Command, workdir: Path, out: Path) -> dict[str, float]:
+    argv = [str(a) for a in command.argv(workdir, out)]
+    cpu_before, began = _children_cpu(), time.perf_counter()
+    done = subprocess.run(argv, cwd=workdir, env=_environment(), capture_output=True, text=True)
+    wall, cpu = time.perf_counter() - began, _children_cpu() - cpu_before
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+        raise RuntimeError(f"{' '.join(argv)} exited with {done.returncode}:\n{tail}")
+    lines = [line for line in done.stdout.strip().splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"{' '.join(argv)} printed no JSON line with rows_out")
+    reported = {k: float(v) for k, v in json.loads(lines[-1]).items() if isinstance(v, (int, float))}
+    return {**reported, "wall_s": wall, "cpu_s": cpu}
+
+
+def _run_in_process(call: Callable[[Any, Path, Path], int], spark: Any, workdir: Path, out: Path) -> dict[str, float]:
+    jvm = spark.sparkContext._gateway.proc.pid
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_before = usage.ru_utime + usage.ru_stime + process_cpu(jvm)
+    began = time.perf_counter()
+    rows_out = call(spark, workdir, out)
+    wall = time.perf_counter() - began
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"rows_out": float(rows_out), "wall_s": wall,
+            "cpu_s": usage.ru_utime + usage.ru_stime + process_cpu(jvm) - cpu_before}
+
+
+def _derived(run: dict[str, float], pipeline: Pipeline, facts: Facts, per_core: str | None) -> dict[str, float]:
+    rows_in = float(sum(facts[name] for name in pipeline.reads))
+    run = {**run, "rows_in": rows_in, "rows_per_s": rows_in / run["wall_s"],
+           "rows_per_cpu_s": rows_in / run["cpu_s"] if run["cpu_s"] > 0 else float("nan")}
+    if per_core is not None:
+        run["per_core"] = facts[per_core] / run["cpu_s"] if run["cpu_s"] > 0 else float("nan")
+        if run.get("job_cpu_s", 0) > 0:  # the same, over the part of the process it reports as its job
+            run["per_core_job"] = facts[per_core] / run["job_cpu_s"]
+    return run
+
+
+@contextmanager
+def _workdir(workdir: Path | None) -> Iterator[Path]:
+    if workdir is None:
+        with scratch_dir("streamwarden-suite-") as scratch:
+            yield scratch
+    else:
+        workdir.mkdir(parents=True, exist_ok=True)
+        yield workdir
+
+
+def versions(info: dict[str, Any], spark: Any = None) -> dict[str, str]:
+    """Spark, Python and Java versions (Spark's from the PySpark package it runs)."""
+    return {"spark": str(info.get("pyspark")), "python": platform.python_version(), "java": str(info.get("java")),
+            **({"spark_java_runtime": str(spark._jvm.java.lang.System.getProperty("java.runtime.version"))}
+               if spark is not None else {})}
+
+
+def run(experiment: Experiment, *, repeats: int = 3, workdir: Path | None = None, results_dir: Path = RESULTS,
+        spark: Any = None, log: Log = _log, command: str = "") -> dict[str, Any]:
+    """Measure ``experiment`` and write ``results_dir/<name>.json``; returns what it wrote.
+
+    :class:`~bench.suite.experiment.InProcess` pipelines run on ``spark`` (default: streamwarden's
+    session, started here)."""
+    if repeats < 1:
+        raise ValueError("repeats must be >= 1")
+    if spark is None and any(not isinstance(p.run, Command) for p in experiment.pipelines):
+        from streamwarden.engine.session import get_spark
+
+        spark = get_spark()
+    started = time.perf_counter()
+    load_before = os.getloadavg()  # other processes on the machine: the numbers are only as quiet as it was
+    info = machine.collect(REPO).as_dict()
+    with _workdir(workdir) as work:
+        log(f"{experiment.name}: preparing {experiment.workload.description}")
+        began = time.perf_counter()
+        facts = dict(experiment.workload.prepare(work))
+        prepare_s = time.perf_counter() - began
+        log(f"{experiment.name}: prepared in {prepare_s:.1f} s: " + ", ".join(f"{k}={v:,}" for k, v in facts.items()))
+        runs: dict[str, list[dict[str, float]]] = {p.name: [] for p in experiment.pipelines}
+        pipelines = list(experiment.pipelines)
+        for round_ in range(repeats):
+            shift = round_ % len(pipelines)
+            for pipeline in pipelines[shift:] + pipelines[:shift]:
+                out = work / "out" / pipeline.name.replace("/", "_")
+                shutil.rmtree(out, ignore_errors=True)
+                if isinstance(pipeline.run, Command):
+                    measured = _run_command(pipeline.run, work, out)
+                else:
+                    measured = _run_in_process(pipeline.run.call, spark, work, out)
+                shutil.rmtree(out, ignore_errors=True)
+                result = _derived(measured, pipeline, facts, experiment.per_core)
+                runs[pipeline.name].append(result)
+                log(f"  round {round_ + 1}/{repeats} {pipeline.name:<28} {result['wall_s']:6.1f} s wall "
+                    f"{result['cpu_s']:6.1f} s CPU {int(result['rows_out']):>10,} rows out")
+    measured_runs = Measured(runs)
+    verdicts = []
+    for target in experiment.targets:
+        verdict = target.check(measured_runs)
+        verdicts.append({"text": target.text, "met": verdict.met, "measured": verdict.measured})
+    results = {
+        "experiment": experiment.name, "title": experiment.title, "when": time.strftime("%Y-%m-%d %H:%M"),
+        "command": command or f"python -m bench.suite {experiment.name}", "repeats": repeats,
+        "duration_s": round(time.perf_counter() - started, 1), "prepare_s": round(prepare_s, 1),
+        "machine": info, "versions": versions(info, spark),
+        "load_average": {"start": [round(x, 2) for x in load_before], "end": [round(x, 2) for x in os.getloadavg()]},
+        "workload": experiment.workload.description,
+        "facts": facts, "per_core": experiment.per_core, "notes": list(experiment.notes),
+        "reference": None if experiment.reference is None else {
+            "label": experiment.reference.label, "unit": experiment.reference.unit,
+            "values": dict(experiment.reference.values), "source": experiment.reference.source},
+        "pipelines": [{"name": p.name, "group": p.group, "variant": p.variant, "reads": list(p.reads),
+                       "runs": runs[p.name]} for p in experiment.pipelines],
+        "targets": verdicts,
+    }
+    results_dir.mkdir(parents=True, exist_ok=True)
+    path = results_dir / f"{experiment.name}.json"
+    path.write_text(json.dumps(_json_safe(results), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    log(f"{experiment.name}: wrote {path} ({results['duration_s'] / 60:.1f} min)")
+    return results
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN is not JSON: null instead."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
