@@ -68,6 +68,10 @@ DECLARED = (
     Declared("service_load", "experiment 8: the service under 50 concurrent clients", "bench.service_load",
              spark=False, section="bench.report_service_load:service_load_section",
              plots="bench.report_service_load:service_load_plots", format=1),
+    Declared("nexmark", "experiment 9: NEXMark under policies", "bench.suite.hook", spark=False,
+             section="bench.suite.hook:section", plots="bench.suite.hook:plots", format=1),
+    Declared("jvm", "experiment 10: per-tuple work in the JVM (shield, providers, [ROWS n])", "bench.jvm_mechanisms",
+             spark=True, section="bench.suite.hook:section", plots="bench.suite.hook:plots", format=1),
 )
 EXPERIMENTS = tuple(d.name for d in DECLARED)
 
