@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import machine as machine_info
+from bench.suite.runner import json_safe
 from bench import observations, plots, report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,17 +85,6 @@ def _attr(path: str) -> Any:
 
 def _log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def _json_safe(value: Any) -> Any:
-    """NaN is not JSON: write it as null."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 experiment(declared, spark)
 
     duration = time.perf_counter() - started
-    (args.output / "results.json").write_text(json.dumps(_json_safe({
+    (args.output / "results.json").write_text(json.dumps(json_safe({
         "mode": mode, "duration_s": round(duration, 1), "machine": info, "runs": runs, **results,
     }), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     _write_outputs(args.output, info, results, runs)
@@ -186,7 +176,7 @@ def _saved(out: Path) -> dict[str, Any] | None:
 
 
 def _from_json(value: Any) -> Any:
-    """Inverse of :func:`_json_safe` for the numbers: null back to NaN."""
+    """Inverse of :func:`json_safe` for the numbers: null back to NaN."""
     if value is None:
         return math.nan
     if isinstance(value, dict):

@@ -176,17 +176,17 @@ def run(experiment: Experiment, *, repeats: int = 3, workdir: Path | None = None
     }
     results_dir.mkdir(parents=True, exist_ok=True)
     path = results_dir / f"{experiment.name}.json"
-    path.write_text(json.dumps(_json_safe(results), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(json_safe(results), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     log(f"{experiment.name}: wrote {path} ({results['duration_s'] / 60:.1f} min)")
     return results
 
 
-def _json_safe(value: Any) -> Any:
-    """NaN is not JSON: null instead."""
+def json_safe(value: Any) -> Any:
+    """NaN is not JSON: null instead (``bench/run.py`` writes its results with it too)."""
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
