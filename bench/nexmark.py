@@ -176,6 +176,24 @@ NOTES = (
     "CQL expresses q0-q3 exactly and the first step of q4, q5 and q7; q8 is approximate (see "
     "examples/nexmark/queries.yaml). The Flink figures are for the full queries on a warmed-up cluster with an "
     "in-process source: a reference point, not a like-for-like comparison.",
+    "On a shared machine wall time follows the other processes (the load average above; start-up alone took "
+    "5 to 20 s): rows per CPU second, shown beside each ratio, and job CPU s tell the work apart from the waiting.",
+    "Where streamwarden's time goes, from the physical plans (`df._jdf.queryExecution().executedPlan()`). "
+    "Reading: the Parquet reader's broken-record check (`engine/sources.py`, `_parquet`: a `try_cast` and a "
+    "null test per catalog column, then `raise_error`) names every column, so Spark reads them all: q0 and q1 "
+    "read channel, url and market besides the five columns they use, q3, q4 and q8 read Auction's description "
+    "and extra (about 450 bytes a record) and Person's e-mail, card and extra, where plain PySpark prunes them; "
+    "and the check's `raise_error` filter keeps the query's own filters out of the scan (plain q3 pushes "
+    "`category = 10` and `state IN (...)` into the Parquet reader). A column whose Parquet type is already the "
+    "catalog's cannot fail the check; leaving it out would let Spark prune it.",
+    "Secured aggregates (q4, q5): `_policies` is a `collect_set` over each window's tuples, which turns Spark's "
+    "HashAggregate into an ObjectHashAggregate (no code generation), with a `bit_or` for the row's level beside "
+    "it; q5 puts every bid in five sliding windows. With one unconditional read policy (the auditor's) "
+    "`_policies` is the same on every row and needs no aggregate.",
+    "Joins (q3, q4, q8): streamwarden's window join adds a time bucket to the equi-join keys and explodes the "
+    "build side into three buckets; plain PySpark joins on the key and filters on time. Both broadcast the "
+    "smaller input. Before every job streamwarden also loads the catalog, runs the security passes (z3 proves "
+    "the seller's aggregate policy for q4) and compiles: `build s`, 1 to 4 s more than plain PySpark's.",
 )
 
 

@@ -122,7 +122,8 @@ def _bars(results: dict[str, Any], metric: str, ylabel: str, path: Path, *, log:
         if pipeline["variant"] not in variants:
             variants.append(pipeline["variant"])
     width = 0.8 / (len(variants) + (1 if metric == "per_core" and results.get("reference") else 0))
-    fig, ax = plt.subplots(figsize=(max(7.0, 1.2 * len(groups) + 3), 4.5))
+    fig, ax = plt.subplots(figsize=(max(8.0, 1.2 * len(groups) + 5), 4.5))
+    lowest = math.inf
     for v, variant in enumerate(variants):
         xs, ys, low, high = [], [], [], []
         for g, group in enumerate(groups):
@@ -133,6 +134,7 @@ def _bars(results: dict[str, Any], metric: str, ylabel: str, path: Path, *, log:
             if not values:
                 continue
             middle = statistics.median(values)
+            lowest = min(lowest, min(values))
             xs.append(g + v * width)
             ys.append(middle)
             low.append(middle - min(values))
@@ -143,12 +145,15 @@ def _bars(results: dict[str, Any], metric: str, ylabel: str, path: Path, *, log:
         xs = [g + len(variants) * width for g, group in enumerate(groups) if group in reference["values"]]
         ys = [reference["values"][group] for group in groups if group in reference["values"]]
         ax.bar(xs, ys, width, color="0.3", hatch="//", label=reference["label"])
+        lowest = min([lowest, *ys])
     ax.set_xticks([g + 0.4 - width / 2 for g in range(len(groups))], labels=groups)
     if log:
         ax.set_yscale("log")
+        if math.isfinite(lowest) and lowest > 0:  # every bar rises from below the smallest value
+            ax.set_ylim(bottom=lowest / 2)
     ax.set_ylabel(ylabel)
     ax.set_title(f"{results['title']}: {ylabel} (median, min-max whiskers)", fontsize=9)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
