@@ -106,6 +106,11 @@ def watching() -> Iterator[list[Compiled]]:
         _watchers.reset(token)
 
 
+def policy_ids(root: Node) -> tuple[str, ...]:
+    """Every policy id a row of ``root`` can carry in ``_policies``: its secure views' (sorted)."""
+    return tuple(sorted({v.policy_id for n in walk(root) if isinstance(n, SecureView) for v in n.views}))
+
+
 def _graph_actions(root: Node) -> set[str]:
     return {a.action for node in walk(root) for e in node.expressions() for a in E.action_refs(e)}
 
@@ -142,8 +147,7 @@ class _RowsWindows:
         spec = rows.RowsSpec(node.window.rows or 1, tuple(f"__agg{i}" for i in range(len(node.aggregates))),  # type: ignore[union-attr]
                              tuple(a.func for a in node.aggregates), tuple(name for name, _ in groups),
                              levels=level is not None, policies=POLICIES in frame.columns,
-                             policy_ids=tuple(sorted({v.policy_id for n in walk(base) if isinstance(n, SecureView)
-                                                      for v in n.views})))
+                             policy_ids=policy_ids(base))
         ready = rows.prepared(frame, compile_expr(node.event_time),
                               rows.arrival_key(F.col(arrival) if arrival in frame.columns else None),
                               qualifies, args, groups, level)
@@ -385,15 +389,17 @@ class _Compiler(_RowsWindows):
         aggs = [_aggregate(a).alias(a.name) for a in node.aggregates]
         if node.min_group:
             aggs.append(F.count(F.lit(1)).alias(GROUP_SIZE))
+        ids = policy_ids(node.child)
         if POLICIES in frame.columns:
-            aggs.append(F.sort_array(F.array_distinct(F.flatten(F.collect_set(POLICIES)))).alias(POLICIES))
+            aggs += [F.bool_or(F.array_contains(POLICIES, p)).alias(f"__policy{k}") for k, p in enumerate(ids)]
         if self.inputs.lattice is not None:
             aggs.append(lub_of_group(self.row_level(node.child, frame)).alias("__lub"))
         grouped = frame.groupBy(bucket.alias("__window"), *groups).agg(*aggs)
         if node.min_group:  # the policy's minimum group size: smaller groups are not delivered at all
             grouped = grouped.filter(F.col(GROUP_SIZE) >= F.lit(node.min_group))
         order = [F.col(name) for name in node.items]
-        keep = [F.col(POLICIES)] if POLICIES in frame.columns else []
+        keep = [rows.policy_array(ids, [F.col(f"__policy{k}") for k in range(len(ids))]).alias(POLICIES)
+                ] if POLICIES in frame.columns else []
         if self.inputs.lattice is not None:
             keep.append(F.col("__lub").alias(ROW_LEVEL))
         end = F.col("__window.start") + F.expr(f"INTERVAL {_micros(size)} MICROSECONDS")

@@ -115,16 +115,18 @@ def replay_rows(frame: DataFrame, spec: RowsSpec) -> DataFrame:
         parts += [F.bool_or(F.array_contains(POLICIES, p)).alias(f"__p{k}") for k, p in enumerate(spec.policy_ids)]
     grouped = held.groupBy(ARRIVING, *spec.groups).agg(*aggs, *parts)
     if spec.policies:
-        grouped = grouped.withColumn(POLICIES, _policy_array(spec, [F.col(f"__p{k}") for k in range(len(spec.policy_ids))]))
+        grouped = grouped.withColumn(POLICIES, policy_array(spec.policy_ids, [F.col(f"__p{k}") for k in range(len(spec.policy_ids))]))
     result = grouped.join(arrivals, ARRIVING)  # arrivals past the last tuple do not exist
     extra = [F.col(name) for name, carried in (("_level", spec.levels), (POLICIES, spec.policies)) if carried]
     return result.select("ts", *spec.groups, *spec.names, *extra)
 
 
-def _policy_array(spec: RowsSpec, held: list[Column]) -> Column:
-    """The sorted ids of the policies whose flag in ``held`` is true (``policy_ids`` are sorted)."""
+def policy_array(policy_ids: tuple[str, ...], held: list[Column]) -> Column:
+    """The ids of ``policy_ids`` (sorted) whose flag in ``held`` is true, in order: a row's
+    ``_policies`` from one flag per policy, where collecting the tuples' arrays would need an
+    object aggregate (not code-generated) or per-row array work."""
     none = F.array().cast("array<string>")
-    return F.concat(none, *[F.when(h, F.array(F.lit(p))).otherwise(none) for p, h in zip(spec.policy_ids, held)])
+    return F.concat(none, *[F.when(h, F.array(F.lit(p))).otherwise(none) for p, h in zip(policy_ids, held)])
 
 
 def _with_window_policies(frame: DataFrame, spec: RowsSpec, order: WindowSpec, aggs: list[Column],
@@ -139,7 +141,7 @@ def _with_window_policies(frame: DataFrame, spec: RowsSpec, order: WindowSpec, a
     latest = [F.max(F.when(q & F.array_contains(POLICIES, p), F.col(RN))).over(so_far)
               for p in spec.policy_ids]
     held = [F.coalesce(last > F.col(RN) - spec.n, F.lit(False)) for last in latest]
-    return numbered.select(F.col(T).alias("ts"), *aggs, *extra, _policy_array(spec, held).alias(POLICIES))
+    return numbered.select(F.col(T).alias("ts"), *aggs, *extra, policy_array(spec.policy_ids, held).alias(POLICIES))
 
 
 # -- continuous runs -----------------------------------------------------------------------------
@@ -274,4 +276,4 @@ class RowsWindowProcessor(StatefulProcessor):
         pass
 
 
-__all__ = ["RowsSpec", "RowsWindowProcessor", "prepared", "replay_rows", "window_rows"]
+__all__ = ["RowsSpec", "RowsWindowProcessor", "policy_array", "prepared", "replay_rows", "window_rows"]
