@@ -92,3 +92,15 @@ def test_a_file_read_in_many_splits_keeps_its_order_and_names_lines(spark, tmp_p
         write(path, broken)
         with pytest.raises(InputError, match=rf"not valid JSON of the catalog's types\) at {path}:48$"), input_errors():
             shielded_input(spark, HEART, path, {"GP"}, streaming=False).collect()
+
+
+def test_a_place_is_only_ever_the_message_end_spark_wrote(tmp_path) -> None:
+    """Attack: a record's text (an unknown kind) or a file's name holding ") at OTHER:@0+0" must
+    not make the driver read another file to name a line: the place is the last word, a URI."""
+    from streamwarden.engine.execute import readable_place
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("a\nb\nc\n")
+    forged = f"broken record in stream S (unknown kind ) at {secret}:@0+1) at /data/x%29%20at%20y.jsonl:2"
+    assert readable_place(forged).endswith(" at /data/x) at y.jsonl:2")
+    assert str(secret) + ":" not in readable_place(forged).rsplit(" at ", 1)[1]

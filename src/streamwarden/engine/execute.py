@@ -352,7 +352,9 @@ def broken_record(exc: BaseException) -> str | None:
     return readable_place(match.group(1).strip()) if match else None
 
 
-_AT = re.compile(r"^(broken record in stream .*?) \((.*)\) at (?:file:)?(\S.*)$")
+# The place is last and has no whitespace: Spark names files by URI, a space as %20. So a
+# record's own text in the problem, or a file named "x) at /etc/...", cannot move it.
+_AT = re.compile(r"^(broken record in stream .*?) \((.*)\) at (?:file:)?(\S+)$")
 _IN_SPLIT = re.compile(r"^(.*):@(\d+)\+(\d+)$")
 _AT_LINE = re.compile(r"^(.*):(\d+)$")
 
