@@ -29,14 +29,12 @@ final class ShieldState {
     private int csn;
     private boolean hasNewest;
     private long newest;
-    private long discarded;
     private boolean pending;
     private String governingCode;  // the governing policy's JSON array, built once per csn
 
     void onSp(long ts, int sn, String code) {
         if (hasNewest && ts < newest) {
-            discarded++;
-            return;
+            return;  // discarded
         }
         if (hasPolicy && ts == currentTs) {
             sps.remove(sn);  // a duplicate sequence number replaces the old SP
@@ -112,7 +110,7 @@ final class ShieldState {
         text.append(hasPolicy ? Long.toString(currentTs) : "-").append(' ')
             .append(csnFixed ? Integer.toString(csn) : "-").append(' ')
             .append(hasNewest ? Long.toString(newest) : "-").append(' ')
-            .append(discarded).append(' ').append(pending ? 1 : 0);
+            .append(pending ? 1 : 0);
         for (Map.Entry<Integer, String> sp : sps.entrySet()) {
             text.append('\n').append(sp.getKey()).append('\t').append(sp.getValue());
         }
@@ -135,16 +133,11 @@ final class ShieldState {
         if (state.hasNewest) {
             state.newest = Long.parseLong(head[2]);
         }
-        state.discarded = Long.parseLong(head[3]);
-        state.pending = head[4].equals("1");
+        state.pending = head[3].equals("1");
         for (int i = 1; i < lines.length; i++) {
             int tab = lines[i].indexOf('\t');
             state.sps.put(Integer.parseInt(lines[i].substring(0, tab)), lines[i].substring(tab + 1));
         }
         return state;
-    }
-
-    long discarded() {
-        return discarded;
     }
 }
