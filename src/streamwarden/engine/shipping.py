@@ -74,10 +74,16 @@ def package_zip(cache: Path | None = None) -> Path:
     folder = cache if cache is not None else cache_dir()
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     target = folder / f"streamwarden-{streamwarden.__version__}-{digest.hexdigest()[:16]}.zip"
-    if target.is_file():
-        return target
-    # Written beside the target, then renamed: a concurrent start never sees half a zip.
-    handle, temporary = tempfile.mkstemp(prefix=".streamwarden-", suffix=".zip", dir=folder)
+    if not target.is_file():
+        write_archive(target, contents)
+    return target
+
+
+def write_archive(target: Path, contents: list[tuple[str, bytes]]) -> None:
+    """A deterministic zip (or jar) of ``contents`` (name, bytes) at ``target``: entries with a
+    fixed time and mode, so the same content is the same file. Written beside the target, then
+    renamed: a concurrent start never sees half an archive."""
+    handle, temporary = tempfile.mkstemp(prefix=".streamwarden-", suffix=target.suffix, dir=target.parent)
     try:
         with os.fdopen(handle, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as archive:
             for name, data in contents:
@@ -90,7 +96,6 @@ def package_zip(cache: Path | None = None) -> Path:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-    return target
 
 
 def cache_dir() -> Path:
@@ -111,4 +116,4 @@ def cache_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="streamwarden-zip-"))  # 0700, ours alone; rebuilt per run
 
 
-__all__ = ["cache_dir", "package_files", "package_root", "package_zip"]
+__all__ = ["cache_dir", "package_files", "package_root", "package_zip", "write_archive"]

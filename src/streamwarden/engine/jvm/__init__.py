@@ -24,7 +24,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import zipfile
 from pathlib import Path
 
 from py4j.java_gateway import JavaObject
@@ -34,7 +33,6 @@ from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from streamwarden.errors import UsageError
 
 SOURCES = Path(__file__).resolve().parent / "java"
-_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
 def spark_jars() -> Path:
@@ -71,7 +69,7 @@ def _javac() -> str:
 
 def operators_jar(cache: Path | None = None) -> Path:
     """The jar of streamwarden's JVM operators, compiled now if its sources changed."""
-    from streamwarden.engine.shipping import cache_dir
+    from streamwarden.engine.shipping import cache_dir, write_archive
 
     sources = _sources()
     folder = cache if cache is not None else cache_dir()
@@ -85,17 +83,8 @@ def operators_jar(cache: Path | None = None) -> Path:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise UsageError(f"javac could not compile streamwarden's JVM operators: {done.stderr.strip()[:2000]}")
-        # Written beside the target, then renamed: a concurrent start never sees half a jar.
-        handle, temporary = tempfile.mkstemp(prefix=".streamwarden-jvm-", suffix=".jar", dir=folder)
-        try:
-            with os.fdopen(handle, "wb") as raw, zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as jar:
-                for path in sorted(classes.rglob("*.class")):
-                    entry = zipfile.ZipInfo(path.relative_to(classes).as_posix(), date_time=_EPOCH)
-                    jar.writestr(entry, path.read_bytes())
-            os.replace(temporary, target)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_archive(target, [(path.relative_to(classes).as_posix(), path.read_bytes())
+                               for path in sorted(classes.rglob("*.class"))])
     return target
 
 
