@@ -34,7 +34,7 @@ from streamwarden.engine.session import sql_conf
 from streamwarden.errors import InputError, UnsupportedError
 from streamwarden.names import inside, make_private, open_private, private_dir
 
-# Shields and [ROWS n] windows keep Python state (transformWithState), which needs RocksDB.
+# [ROWS n] windows keep Python state (transformWithState), which needs RocksDB (shields are JVM operators).
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 STATE_STORE = "spark.sql.streaming.stateStore.providerClass"
 

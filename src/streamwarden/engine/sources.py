@@ -26,6 +26,8 @@ from streamwarden.engine.columns import SPARK_TYPES, physical_name
 from streamwarden.errors import InputError
 
 CORRUPT = "_corrupt_record"
+#: How JSON lines write timestamps (ISO 8601, optional microseconds and offset): every reader's.
+TIMESTAMPS = "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS][XXX]"
 ARRIVAL = "_arrival"
 JSON_SUFFIXES = (".jsonl", ".json")
 
@@ -104,7 +106,7 @@ def _json(spark: SparkSession, stream: StreamDef, path: str, streaming: bool, gl
         .schema(schema)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
-        .option("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS][XXX]")
+        .option("timestampFormat", TIMESTAMPS)
         .json(path)
     )
     problem = F.coalesce(
@@ -184,7 +186,7 @@ def _ordered_json(spark: SparkSession, stream: StreamDef, path: Path, streaming:
     from streamwarden.engine.shield.files import line_place, parsed_once, punctuated_lines  # the same ordered reader
 
     lines = punctuated_lines(spark, path, streaming=streaming, stream=stream.name)
-    options = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS][XXX]", "mode": "PERMISSIVE",
+    options = {"timestampFormat": TIMESTAMPS, "mode": "PERMISSIVE",
                "columnNameOfCorruptRecord": CORRUPT}
     frame = parsed_once(lines, catalog_schema(stream, corrupt_column=True), options)
     r = F.col("_r")

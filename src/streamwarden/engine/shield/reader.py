@@ -29,7 +29,7 @@ from streamwarden.catalog.model import StreamDef
 from streamwarden.engine.shield.decide import sp_problem
 from streamwarden.engine.shield.files import line_place, parsed_once, punctuated_lines
 from streamwarden.engine.shield.kernel import GOV, MALFORMED, SP_TEXT, ShieldConfig, apply_shield, sp_codes
-from streamwarden.engine.sources import ARRIVAL, CORRUPT, arrival_place, catalog_schema, time_out_of_range
+from streamwarden.engine.sources import ARRIVAL, CORRUPT, TIMESTAMPS, arrival_place, catalog_schema, time_out_of_range
 
 _SP_FIELDS = StructType([
     StructField("kind", StringType()), StructField("streams", StringType()), StructField("tuples", StringType()),
@@ -37,7 +37,6 @@ _SP_FIELDS = StructType([
     StructField("immutable", BooleanType()), StructField("grant", BooleanType()), StructField("sn", IntegerType()),
     StructField("sp_ts", TimestampType()), StructField("sp_csn", IntegerType()), StructField("seq", LongType()),
 ])
-TIMESTAMPS = "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS][XXX]"
 SP_COLUMNS = (*SP_TEXT, "sn")
 
 
