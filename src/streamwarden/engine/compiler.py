@@ -37,7 +37,7 @@ from streamwarden.plan.nodes import (AggCall, Aggregate, Filter, Join, LevelGuar
                                      Source, sources, walk)
 from streamwarden.engine import rows
 from streamwarden.engine.columns import SPARK_TYPES, compile_expr, physical_name
-from streamwarden.engine.shield.decide import GOVERNING, access_mask, combined_mask, has_bit, server_mask
+from streamwarden.engine.shield.decide import combined_mask, has_bit, server_mask
 from streamwarden.engine.shield.kernel import GOV
 
 POLICIES = "_policies"
@@ -260,18 +260,19 @@ class _Compiler(_RowsWindows):
         return frame.select(*masked, *extras, holding.alias(POLICIES))
 
     def shield(self, node: Shield) -> DataFrame:  # type: ignore[override]
-        """Mask one relation's attributes by the SPs governing each tuple (``R___gov``)."""
+        """Mask one relation's attributes by the provider's decision on each tuple (``R___gov``)."""
         frame = self.compile(node.child)
         source = next(s for s in sources(node) if s.relation == node.relation)
         attributes = [name for name, dtype in source.schema if dtype != "level"]  # the level is never masked
         key_dtype = dict(source.schema)[node.key]
         key = physical_name(node.relation, node.key)
         gov = physical_name(node.relation, GOV)
-        frame = frame.withColumn(gov, F.from_json(F.col(gov), GOVERNING))  # parsed once, read three times
-        provider, immutable = access_mask(F.col(gov), F.col(key), key_dtype, grant_only=node.grant_only)
+        decision = F.col(gov)
+        provider = F.coalesce(decision["grant" if node.grant_only else "mask"], F.lit(0).cast("bigint"))
+        immutable = F.coalesce(decision["immutable"], F.lit(False))
         server = (server_mask(node.server, node.stream, attributes, node.roles, key, key_dtype)  # type: ignore[arg-type]
                   if node.server else None)
-        governed = F.col(gov).isNotNull()
+        governed = decision.isNotNull()
         frame = frame.withColumn("__mask", combined_mask(provider, immutable, server, node.combine, governed))
         others = sum(1 << j for j, name in enumerate(attributes) if name != "ts")
         frame = frame.filter(F.col("__mask").bitwiseAND(F.lit(others).cast("bigint")) != 0)

@@ -2,13 +2,14 @@
 
 The part of each SP that does not depend on the tuple is settled once per SP record,
 when the shield meets it (:mod:`streamwarden.security.punctuation.encode`): its *code* has an
-attribute bitmask for the user and the parsed tuple pattern. Here, per tuple:
+attribute bitmask for the user and the parsed tuple pattern. The JVM shield matches the
+governing SPs' tuple patterns against each tuple's key (:func:`key_text`,
+:func:`key_number`) and gives the provider's mask (``SecurityShield.java``). Here:
 
-* :func:`access_mask` evaluates, per tuple, the SPs of its governing policy (the
-  shield attaches them as a JSON array): OR of the masks of the positive SPs whose
-  tuple pattern matches the key, minus those of the negative ones; then combines with
-  the stream's server policies (intersect or union; an immutable provider policy
-  ignores them).
+* :func:`server_mask`: the stream's server policies as a per-tuple mask (their patterns
+  are static, so they compile to plain predicates);
+* :func:`combined_mask`: provider and server masks by intersect or union (an immutable
+  provider policy ignores the server's).
 
 Matching follows :mod:`streamwarden.language.patterns`: numbers compare as numbers
 when both sides read as numbers, otherwise as text.
@@ -24,31 +25,23 @@ from pyspark.sql import functions as F
 from streamwarden.catalog.punctuations import SecurityPunctuation
 from streamwarden.engine.shield.columns import pattern_column
 
-#: Schema of one encoded SP (the shield's ``_gov`` is a JSON array of these).
-SP_CODE = ("struct<p:boolean,i:boolean,g:boolean,m:bigint,k:string,ls:string,hs:string,"
-           "ld:double,hd:double,vs:array<string>,vd:array<double>>")
-GOVERNING = f"array<{SP_CODE}>"
-
 _NUMBER = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"
 
 
-def matches(p: Column, text: Column, number: Column) -> Column:
-    """Does pattern struct ``p`` match a value (its text and, if it reads as one, number)?"""
-    inclusive = p["k"] == "closed"
-    # Each bound compares as numbers when it and the value both read as numbers, else as text.
-    above = F.when(p["ld"].isNotNull() & number.isNotNull(),
-                   F.when(inclusive, p["ld"] <= number).otherwise(p["ld"] < number)).otherwise(
-                   F.when(inclusive, p["ls"] <= text).otherwise(p["ls"] < text))
-    below = F.when(p["hd"].isNotNull() & number.isNotNull(),
-                   F.when(inclusive, number <= p["hd"]).otherwise(number < p["hd"])).otherwise(
-                   F.when(inclusive, text <= p["hs"]).otherwise(text < p["hs"]))
-    in_range = above & below
-    in_set = (F.coalesce(F.array_contains(p["vs"], text), F.lit(False))
-              | (number.isNotNull() & F.coalesce(F.array_contains(p["vd"], number), F.lit(False))))
-    return (F.when(p["k"] == "any", True)
-            .when(p["k"].isin("const", "set"), in_set)
-            .when(p["k"].isin("closed", "open"), F.coalesce(in_range, F.lit(False)))
-            .otherwise(False))
+def key_text(key: Column) -> Column:
+    """The key as the shield's tuple patterns compare it as text."""
+    return key.cast("string")
+
+
+def key_number(key: Column, key_dtype: str) -> Column:
+    """The key as a number, when it reads as one (else NULL): what the shield's tuple patterns
+    compare as numbers."""
+    if key_dtype in ("int", "long", "double"):
+        return key.cast("double")
+    # try_cast: Java's regex \s takes characters (U+0085, ...) that a cast rejects, and a
+    # provider's key must never stop the job (or quote itself in an error) for anyone.
+    text = key_text(key)
+    return F.when(text.rlike(_NUMBER), text.try_cast("double"))
 
 
 def sp_problem(sp: str = "_sp") -> Column:
@@ -59,30 +52,6 @@ def sp_problem(sp: str = "_sp") -> Column:
     sign = F.lower(F.coalesce(record["sign"], F.lit("+")))
     problem = F.when(~sign.isin("+", "-", "positive", "negative"), F.lit("sign must be '+' or '-'"))
     return F.when(record["sn"].isNull() | (record["sn"] < 1), F.lit("sn must be a positive integer")).otherwise(problem)
-
-
-def access_mask(governing: Column, key: Column, key_dtype: str, *, grant_only: bool = False) -> tuple[Column, Column]:
-    """(provider mask, immutable) for each tuple from its governing SPs (parsed with
-    ``from_json(_gov, GOVERNING)``; NULL when the shield denied the tuple)."""
-    sps = governing
-    text = key.cast("string")
-    # try_cast: Java's regex \s takes characters (U+0085, ...) that a cast rejects, and a
-    # provider's key must never stop the job (or quote itself in an error) for anyone.
-    number = key.cast("double") if key_dtype in ("int", "long", "double") else F.when(
-        text.rlike(_NUMBER), text.try_cast("double"))
-
-    def union_of(positive: bool) -> Column:
-        def step(acc: Column, s: Column) -> Column:
-            wanted = s["p"] if positive else ~s["p"]
-            if positive and grant_only:
-                wanted = wanted & s["g"]
-            return acc.bitwiseOR(F.when(wanted & matches(s, text, number), s["m"]).otherwise(F.lit(0).cast("bigint")))
-        return F.aggregate(sps, F.lit(0).cast("bigint"), step)
-
-    granted, denied = union_of(True), union_of(False)
-    provider = F.coalesce(granted.bitwiseAND(F.bitwise_not(denied)), F.lit(0).cast("bigint"))
-    immutable = F.coalesce(F.exists(sps, lambda s: s["i"]), F.lit(False))
-    return provider, immutable
 
 
 def server_mask(server: Sequence[SecurityPunctuation], stream: str, attributes: Sequence[str], roles: Iterable[str],
@@ -121,4 +90,4 @@ def has_bit(mask: Column, j: int) -> Column:
     return mask.bitwiseAND(F.lit(1 << j).cast("bigint")) != 0
 
 
-__all__ = ["GOVERNING", "SP_CODE", "access_mask", "combined_mask", "has_bit", "matches", "server_mask", "sp_problem"]
+__all__ = ["combined_mask", "has_bit", "key_number", "key_text", "server_mask", "sp_problem"]

@@ -10,10 +10,11 @@ Two steps, so that no tuple crosses into Python:
 2. :func:`apply_shield` runs the shield's state machine, one per provider, as the JVM
    operator ``streamwarden.jvm.SecurityShield`` (``flatMapGroupsWithState``: its state,
    the current policy, lives in Spark's state store and checkpoint; a replay runs it over
-   one batch). What leaves is every tuple with ``_gov``: the JSON array of the SP codes
-   that govern it (see :mod:`streamwarden.engine.shield.decide`), or NULL when the shield
-   denies it. Denied tuples still leave, so that the event-time watermark follows every
-   tuple of the stream, not only those a user may see.
+   one batch). What leaves is every tuple with ``_gov``, the provider's decision on it
+   (:data:`DECISION`: the attribute mask its governing SPs grant for the tuple's key, the
+   same counting only grants WITH GRANT OPTION, and whether the policy is immutable), or
+   NULL when the shield denies it. Denied tuples still leave, so that the event-time
+   watermark follows every tuple of the stream, not only those a user may see.
 
 :class:`streamwarden.security.punctuation.shield.Shield` is the reference the JVM
 operator is tested against.
@@ -47,7 +48,10 @@ SP_TEXT = ("streams", "tuples", "attributes", "roles", "sign", "immutable", "gra
 #: A code that starts with this is a malformed SP's reason, not a code (codes are JSON objects).
 MALFORMED = "!"
 #: The columns the JVM shield reads, in its order (see SecurityShield.java).
-CONTROL = ("_g", "_seq", "_file", "_line", "_is_sp", "_pts", "_sn", "_code", "_tts", "_tcsn", "_payload")
+CONTROL = ("_g", "_seq", "_file", "_line", "_is_sp", "_pts", "_sn", "_code", "_tts", "_tcsn", "_ktext", "_knum",
+           "_payload")
+#: The fields of :data:`GOV`, the provider's decision on a tuple (NULL: denied).
+DECISION = ("mask", "grant", "immutable")
 
 
 @dataclass(frozen=True)
@@ -113,8 +117,8 @@ def sp_codes(config: ShieldConfig) -> Callable[..., Column]:
 
 def apply_shield(control: DataFrame) -> DataFrame:
     """``control`` (the :data:`CONTROL` columns) through one JVM shield per ``_g``:
-    ``_payload`` and :data:`GOV` for every tuple."""
+    ``_payload`` and :data:`GOV` (:data:`DECISION`) for every tuple."""
     return security_shield(control.select(*CONTROL))
 
 
-__all__ = ["CONTROL", "GOV", "MALFORMED", "SP_TEXT", "ShieldConfig", "apply_shield", "encode_records", "sp_codes"]
+__all__ = ["CONTROL", "DECISION", "GOV", "MALFORMED", "SP_TEXT", "ShieldConfig", "apply_shield", "encode_records", "sp_codes"]

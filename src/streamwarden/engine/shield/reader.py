@@ -9,9 +9,9 @@ types, an unknown ``kind``, no ``ts``, a malformed SP, a missing provider attrib
 error naming the file, the line and the problem; each SP record is encoded for the
 user's roles in Python (a malformed pattern is a broken record too), and one shield per
 provider (``punctuated_by``, else one for the stream) decides in the JVM which policy
-governs each tuple (:mod:`streamwarden.engine.shield.kernel`). The result has the
-stream's attributes, unmasked, and ``_gov``; the plan's Shield operator turns ``_gov``
-into masks. For a ``[ROWS n]`` window it also has ``_arrival``, each tuple's place in
+governs each tuple and what it grants for the tuple's key
+(:mod:`streamwarden.engine.shield.kernel`). The result has the stream's attributes,
+unmasked, and ``_gov``, that decision; the plan's Shield operator masks by it. For a ``[ROWS n]`` window it also has ``_arrival``, each tuple's place in
 arrival order, which the window orders ties in ``ts`` by (as the plain reader's
 :func:`streamwarden.engine.sources.ordered_input`).
 """
@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from streamwarden.catalog.model import StreamDef
-from streamwarden.engine.shield.decide import sp_problem
+from streamwarden.engine.shield.decide import key_number, key_text, sp_problem
 from streamwarden.engine.shield.files import line_place, parsed_once, punctuated_lines
 from streamwarden.engine.shield.kernel import GOV, MALFORMED, SP_TEXT, ShieldConfig, apply_shield, sp_codes
 from streamwarden.engine.sources import ARRIVAL, CORRUPT, TIMESTAMPS, arrival_place, catalog_schema, time_out_of_range
@@ -78,7 +78,7 @@ def failing_on_broken(frame: DataFrame, stream: StreamDef) -> DataFrame:
 
 def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, roles: Iterable[str], *,
                    streaming: bool, ordered: bool = False) -> DataFrame:
-    """The stream's tuples (attributes unmasked) with ``_gov``, the SPs governing each (or NULL),
+    """The stream's tuples (attributes unmasked) with ``_gov``, the provider's decision on each (or NULL),
     and with ``ordered`` their ``_arrival`` (for ``[ROWS n]`` windows)."""
     config = ShieldConfig(stream.name, stream.attributes, frozenset(roles))
     config.encoder()  # fail here, not in a worker, on a schema SP masks cannot hold
@@ -90,6 +90,8 @@ def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, rol
     frame = frame.withColumn("_broken", F.coalesce("_broken", F.when(is_sp, sp_problem()), malformed))
     frame = failing_on_broken(frame, stream)
     provider = stream.punctuated_by
+    assert stream.key is not None  # the catalog requires a key of every punctuated stream
+    key, key_dtype = stream.key, dict(stream.schema)[stream.key]
     payload = [F.col(name) for name, _ in stream.schema]
     if ordered:
         payload.append(arrival_place(F.col("_seq"), F.col("_file"), F.col("_line")))
@@ -98,6 +100,7 @@ def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, rol
         F.col("_seq").cast("long").alias("_seq"), "_file", F.col("_line").cast("long").alias("_line"), "_is_sp",
         F.unix_micros("ts").alias("_pts"), F.col("_sp.sn").cast("int").alias("_sn"), "_code",
         F.unix_micros("sp_ts").alias("_tts"), F.col("sp_csn").cast("int").alias("_tcsn"),
+        key_text(F.col(key)).alias("_ktext"), key_number(F.col(key), key_dtype).alias("_knum"),
         F.struct(*payload).alias("_payload"),
     )
     shielded = apply_shield(control)

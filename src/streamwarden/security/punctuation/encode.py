@@ -5,9 +5,11 @@ tuple is settled here, in Python, when the shield meets the record: the stream p
 against the stream's name, the role pattern against the user's effective roles and the
 attribute pattern against each schema attribute become one bitmask (bit *j*: the SP
 speaks for schema attribute *j* and one of the user's roles). The tuple pattern is
-kept, parsed, for the per-tuple part, which Spark SQL evaluates
-(:func:`streamwarden.engine.shield.decide.access_mask`). The result is the SP's *code*, a
-JSON object of :data:`streamwarden.engine.shield.decide.SP_CODE`.
+kept, parsed, for the per-tuple part, which the JVM shield evaluates against each
+tuple's key (``SpCode.java``). The result is the SP's *code*, a JSON object: ``p``
+(positive), ``i`` (immutable), ``g`` (grant option), ``m`` (the attribute mask) and the
+tuple pattern's kind ``k`` with its bounds and values as text (``ls``, ``hs``, ``vs``)
+and, where they read as finite numbers, as numbers (``ld``, ``hd``, ``vd``).
 
 Why Python: data providers repeat a handful of policy templates, so the codes are
 memoized by the record's text. An SP listing 500 roles is parsed and matched once,
@@ -149,7 +151,7 @@ def _parse(name: str, text: str | None, default: str | None) -> Pattern:
 
 
 def _tuple_part(pattern: Pattern) -> str:
-    """The tuple pattern as :func:`streamwarden.engine.shield.decide.matches` reads it (JSON members)."""
+    """The tuple pattern as ``SpCode.java`` reads it (JSON members)."""
     if isinstance(pattern, Wildcard):
         kind, values = "any", ()
     elif isinstance(pattern, Empty):

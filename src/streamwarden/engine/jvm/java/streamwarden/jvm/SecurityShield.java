@@ -26,14 +26,25 @@ import org.apache.spark.sql.types.StructType;
  * {@code _g} string (the provider), {@code _seq} bigint, {@code _file} string, {@code _line}
  * bigint, {@code _is_sp} boolean, {@code _pts} bigint (an SP's policy ts, micros),
  * {@code _sn} int, {@code _code} string (an SP's code), {@code _tts} bigint (a tuple's
- * sp_ts, micros), {@code _tcsn} int (its sp_csn), {@code _payload} struct (the tuple).
- * Output: {@code _payload}, {@code _gov} (the JSON array of the governing SP codes; NULL:
- * denied). Denied tuples still leave, so the event-time watermark follows every tuple.
+ * sp_ts, micros), {@code _tcsn} int (its sp_csn), {@code _ktext} string and {@code _knum}
+ * double (the tuple's key as text, and as a number when it reads as one),
+ * {@code _payload} struct (the tuple).
+ *
+ * <p>Output: {@code _payload} and {@code _gov}, the provider's decision for the user: NULL
+ * when the shield denies the tuple, else {@code mask} (the attributes the governing SPs
+ * grant: the masks of the positive SPs whose tuple pattern matches the key, minus those of
+ * the negative ones), {@code grant} (the same counting only positive SPs WITH GRANT OPTION)
+ * and {@code immutable} (some governing SP is). Denied tuples still leave, so the event-time
+ * watermark follows every tuple.
  */
 public final class SecurityShield implements FlatMapGroupsWithStateFunction<String, Row, String, Row> {
     private static final long serialVersionUID = 1L;
     private static final int G = 0, SEQ = 1, FILE = 2, LINE = 3, IS_SP = 4, PTS = 5, SN = 6, CODE = 7, TTS = 8,
-        TCSN = 9, PAYLOAD = 10;
+        TCSN = 9, KTEXT = 10, KNUM = 11, PAYLOAD = 12;
+    static final StructType DECISION = new StructType()
+        .add("mask", DataTypes.LongType, false)
+        .add("grant", DataTypes.LongType, false)
+        .add("immutable", DataTypes.BooleanType, false);
 
     /** Records in arrival order: {@code _seq} when every record of the batch has one, else file then line. */
     static void arrivalOrder(List<Row> batch) {
@@ -63,11 +74,35 @@ public final class SecurityShield implements FlatMapGroupsWithStateFunction<Stri
             } else {
                 Long spTs = row.isNullAt(TTS) ? null : row.getLong(TTS);
                 Integer spCsn = row.isNullAt(TCSN) ? null : row.getInt(TCSN);
-                out.add(RowFactory.create(row.get(PAYLOAD), shield.onTuple(spTs, spCsn)));
+                SpCode[] governing = shield.onTuple(spTs, spCsn);
+                Row decision = governing == null ? null : decide(governing, row.isNullAt(KTEXT) ? null
+                    : row.getString(KTEXT), row.isNullAt(KNUM) ? null : row.getDouble(KNUM));
+                out.add(RowFactory.create(row.get(PAYLOAD), decision));
             }
         }
         state.update(shield.snapshot());
         return out.iterator();
+    }
+
+    /** The decision of the governing SPs on a key (see the class comment). */
+    static Row decide(SpCode[] governing, String key, Double number) {
+        long granted = 0, grantable = 0, denied = 0;
+        boolean immutable = false;
+        for (SpCode sp : governing) {
+            immutable |= sp.immutable;
+            if (sp.mask == 0 || !sp.matches(key, number)) {
+                continue;
+            }
+            if (!sp.positive) {
+                denied |= sp.mask;
+            } else {
+                granted |= sp.mask;
+                if (sp.grant) {
+                    grantable |= sp.mask;
+                }
+            }
+        }
+        return RowFactory.create(granted & ~denied, grantable & ~denied, immutable);
     }
 
     /** {@code input} (the columns above) through one shield per {@code _g}: {@code _payload}, {@code _gov}. */
@@ -75,7 +110,7 @@ public final class SecurityShield implements FlatMapGroupsWithStateFunction<Stri
         StructType payload = (StructType) input.schema().fields()[PAYLOAD].dataType();
         StructType out = new StructType()
             .add("_payload", payload, true)
-            .add("_gov", DataTypes.StringType, true);
+            .add("_gov", DECISION, true);
         return input
             .groupByKey((MapFunction<Row, String>) row -> row.getString(G), Encoders.STRING())
             .flatMapGroupsWithState(new SecurityShield(), OutputMode.Append(), Encoders.STRING(), Encoders.row(out),

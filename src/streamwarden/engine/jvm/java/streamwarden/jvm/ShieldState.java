@@ -1,6 +1,8 @@
 package streamwarden.jvm;
 
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
 /**
@@ -19,7 +21,8 @@ import java.util.Map;
  * </ul>
  *
  * Timestamps are microseconds since the epoch. SP codes are the JSON objects the Python
- * encoder made of each SP record; a governed tuple gets the JSON array of its policy's codes.
+ * encoder made of each SP record (kept as text for the snapshot, parsed once into
+ * {@link SpCode}); a governed tuple gets its policy's codes, in arrival order.
  */
 final class ShieldState {
     private boolean hasPolicy;
@@ -30,7 +33,7 @@ final class ShieldState {
     private boolean hasNewest;
     private long newest;
     private boolean pending;
-    private String governingCode;  // the governing policy's JSON array, built once per csn
+    private SpCode[] governing;  // the governing policy's SPs 1..csn, gathered once per csn
 
     void onSp(long ts, int sn, String code) {
         if (hasNewest && ts < newest) {
@@ -49,7 +52,7 @@ final class ShieldState {
         newest = hasNewest ? Math.max(newest, ts) : ts;
         hasNewest = true;
         pending = true;
-        governingCode = null;
+        governing = null;
     }
 
     private int fixCsn() {
@@ -61,13 +64,13 @@ final class ShieldState {
             csn = k;
             csnFixed = true;
             pending = false;
-            governingCode = null;
+            governing = null;
         }
         return csn;
     }
 
-    /** The JSON array of the codes governing this tuple, or null when it is denied. */
-    String onTuple(Long spTs, Integer spCsn) {
+    /** The codes of the SPs governing this tuple, or null when it is denied. */
+    SpCode[] onTuple(Long spTs, Integer spCsn) {
         if (!hasPolicy) {
             return null;
         }
@@ -82,26 +85,23 @@ final class ShieldState {
         if (fixed == 0) {
             return null;  // SP 1 never arrived: the policy is incomplete, deny by default
         }
-        if (governingCode == null) {
-            StringBuilder array = new StringBuilder("[");
+        if (governing == null) {
+            List<SpCode> codes = new ArrayList<>(fixed);
             for (Map.Entry<Integer, String> sp : sps.entrySet()) {
                 if (sp.getKey() <= fixed) {
-                    if (array.length() > 1) {
-                        array.append(',');
-                    }
-                    array.append(sp.getValue());
+                    codes.add(SpCode.parse(sp.getValue()));
                 }
             }
-            governingCode = array.append(']').toString();
+            governing = codes.toArray(new SpCode[0]);
         }
-        return governingCode;
+        return governing;
     }
 
     private void drop() {
         hasPolicy = false;
         sps.clear();
         csnFixed = false;
-        governingCode = null;
+        governing = null;
     }
 
     // -- snapshots: one line of header, then one line per SP ("sn<TAB>code"; codes are JSON, no raw tab or LF) --
