@@ -1,10 +1,10 @@
 """streamwarden's own JVM operators, compiled against the Spark that PySpark ships.
 
 Per-tuple work belongs in the JVM. Most of it is Spark SQL; what SQL cannot say — the
-Security Shield, a state machine over each provider's records in arrival order — is a
-small Java ``flatMapGroupsWithState`` function in ``java/streamwarden/jvm/``, so tuples
-never cross into Python and the shield's state lives in Spark's state store and
-checkpoint like every other operator's.
+Security Shield, a state machine over each provider's records in arrival order, and the
+encoding of SP records for a user — is small Java in ``java/streamwarden/jvm/`` (a
+``flatMapGroupsWithState`` function, a UDF), so tuples never cross into Python and the
+shield's state lives in Spark's state store and checkpoint like every other operator's.
 
 :func:`operators_jar` compiles those sources with the JDK's ``javac`` against PySpark's
 jars and caches the jar by the hash of the sources and the Spark version (in the same
@@ -26,8 +26,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from py4j.java_gateway import JavaObject
-from pyspark.sql import DataFrame, SparkSession
+from typing import Any, Iterable, Sequence
+
+from py4j.java_collections import JavaArray
+from py4j.java_gateway import JavaClass, JavaObject
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql.classic.column import Column as ClassicColumn
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
 from streamwarden.errors import UsageError
@@ -99,6 +103,26 @@ def line_numbers(frame: DataFrame) -> DataFrame:
     return ClassicDataFrame(_jvm_operators(spark).LineNumbers.apply(frame._jdf), spark)
 
 
+def _java_array(spark: SparkSession, java_class: JavaClass, items: Sequence[Any]) -> JavaArray:
+    array = spark.sparkContext._gateway.new_array(java_class, len(items))  # type: ignore[union-attr]
+    for i, item in enumerate(items):
+        array[i] = item
+    return array
+
+
+def sp_encoder(spark: SparkSession, stream: str, attributes: Sequence[str], roles: Iterable[str],
+               fields: Sequence[Column]) -> Column:
+    """The code of each SP record for the user's ``roles`` from its ``fields`` (streams, tuples,
+    attributes, roles, sign, immutable, grant), encoded in the JVM (``SpEncoder.java``), or
+    NULL where only the Python encoder can read the record (or for a tuple)."""
+    jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
+    strings = jvm.java.lang.String
+    column = _jvm_operators(spark).SpEncoder.column(
+        stream, _java_array(spark, strings, list(attributes)), _java_array(spark, strings, sorted(roles)),
+        _java_array(spark, jvm.org.apache.spark.sql.Column, [field._jc for field in fields]))  # type: ignore[attr-defined]
+    return ClassicColumn(column)
+
+
 def security_shield(frame: DataFrame) -> DataFrame:
     """``frame`` (the columns of :data:`streamwarden.engine.shield.kernel.CONTROL`) through one
     Security Shield per provider (``SecurityShield.java``): ``_payload``, ``_gov``."""
@@ -106,5 +130,5 @@ def security_shield(frame: DataFrame) -> DataFrame:
     return ClassicDataFrame(_jvm_operators(spark).SecurityShield.apply(frame._jdf), spark)
 
 
-__all__ = ["line_numbers", "operators_jar", "security_shield", "spark_jars"]
+__all__ = ["line_numbers", "operators_jar", "security_shield", "sp_encoder", "spark_jars"]
 

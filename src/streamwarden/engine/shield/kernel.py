@@ -1,12 +1,14 @@
-"""The Security Shield on Spark: SP records encoded in Python, tuples decided in the JVM.
+"""The Security Shield on Spark: SP records encoded for the user, tuples decided in the JVM.
 
-Two steps, so that no tuple crosses into Python:
+Two steps, so that no tuple's data crosses into Python:
 
-1. :func:`sp_codes` encodes each SP record for the user's roles
-   (:mod:`streamwarden.security.punctuation.encode`, memoized by the record's text) as a
-   pandas UDF that sees only the SP records' pattern texts (a tuple's slots are NULL).
-   A malformed pattern becomes ``!`` and the reason, which the reader reports as a broken
-   record naming its file and line.
+1. Each SP record is encoded for the user's roles
+   (:mod:`streamwarden.security.punctuation.encode`, memoized by the record's text): in the
+   JVM (``SpEncoder.java``, :func:`streamwarden.engine.jvm.sp_encoder`) for the patterns
+   providers write, else by :func:`sp_codes`, a pandas UDF that receives only the SP
+   records the JVM left (every other row's arguments are NULL). A malformed pattern
+   becomes ``!`` and the reason, which the reader reports as a broken record naming its
+   file and line.
 2. :func:`apply_shield` runs the shield's state machine, one per provider, as the JVM
    operator ``streamwarden.jvm.SecurityShield`` (``flatMapGroupsWithState``: its state,
    the current policy, lives in Spark's state store and checkpoint; a replay runs it over

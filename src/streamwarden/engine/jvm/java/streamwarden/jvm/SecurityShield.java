@@ -6,7 +6,6 @@ import java.util.Iterator;
 import java.util.List;
 
 import org.apache.spark.api.java.function.FlatMapGroupsWithStateFunction;
-import org.apache.spark.api.java.function.MapFunction;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
@@ -111,8 +110,9 @@ public final class SecurityShield implements FlatMapGroupsWithStateFunction<Stri
         StructType out = new StructType()
             .add("_payload", payload, true)
             .add("_gov", DECISION, true);
-        return input
-            .groupByKey((MapFunction<Row, String>) row -> row.getString(G), Encoders.STRING())
+        // Grouped by the column itself, not a key function: no per-row call to find the key.
+        return input.groupBy(input.col("_g"))
+            .as(Encoders.STRING(), Encoders.row(input.schema()))
             .flatMapGroupsWithState(new SecurityShield(), OutputMode.Append(), Encoders.STRING(), Encoders.row(out),
                 GroupStateTimeout.NoTimeout());
     }
