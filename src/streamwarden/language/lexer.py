@@ -34,7 +34,9 @@ _TOKEN_RE = re.compile(
   | (?P<OP><>|!=|<=|>=|=|<|>|\+|-|\*|/|%)
   | (?P<PUNCT>[(),.;:{}\[\]⊥])
     """,
-    re.VERBOSE,
+    # ASCII: whitespace, digits and word characters are the ASCII ones (Python would take other
+    # scripts' digits and spaces), so the JVM's pattern reader (SpEncoder.java) can be exact.
+    re.VERBOSE | re.ASCII,
 )
 
 

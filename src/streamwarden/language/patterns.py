@@ -18,6 +18,7 @@ Numbers compare as numbers, everything else as text (so a patient id 120 matches
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from streamwarden.errors import QuerySyntaxError, SourceText
@@ -94,20 +95,32 @@ class SetOf(Pattern):
         return "{" + ", ".join(_text(v) for v in self.values) + "}"
 
 
-def _number(value: object) -> float | None:
-    # As doubles, like the engine's mask computation (streamwarden.engine.shield.decide), so the
-    # two agree; an integer beyond a double's range is an infinity, not an OverflowError.
+#: How text must look to read as a number: a plain decimal, spaces around it allowed. The
+#: engine reads a text key the same way (streamwarden.engine.shield.decide.key_number), and so
+#: does the JVM's SP encoder; Python's own float() would also take ``inf``, ``nan``, ``1_0``
+#: and other scripts' digits, so a name such as a role ``nan`` would stop matching itself.
+#: (``\x0b``, not ``\v``: in a Java regex, which Spark's ``rlike`` runs, ``\v`` is a wider class.)
+NUMERIC_TEXT = re.compile(r"[ \t\n\r\f\x0b]*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[ \t\n\r\f\x0b]*")
+
+
+def number_of(value: object) -> float | None:
+    """The value as a double when it reads as a number (see :data:`NUMERIC_TEXT`), else None.
+
+    >>> number_of(7), number_of(" 1e3 "), number_of("inf"), number_of("1_0"), number_of(True)
+    (7.0, 1000.0, None, None, None)
+    """
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
         try:
-            return float(value)
-        except OverflowError:
+            return float(value)  # as doubles, like the engine's mask computation
+        except OverflowError:  # an integer beyond a double's range is an infinity, not an error
             return math.inf if value > 0 else -math.inf
-    try:
-        return float(str(value))
-    except ValueError:
-        return None
+    text = str(value)
+    return float(text) if NUMERIC_TEXT.fullmatch(text) else None
+
+
+_number = number_of
 
 
 def _same(a: object, b: object) -> bool:
@@ -217,4 +230,5 @@ def pattern_at(tokens: list[Token], pos: int, source: SourceText) -> tuple[Patte
     return parser.pattern(), parser.pos
 
 
-__all__ = ["Constant", "Empty", "Pattern", "Range", "SetOf", "Wildcard", "parse_pattern", "pattern_at"]
+__all__ = ["NUMERIC_TEXT", "Constant", "Empty", "Pattern", "Range", "SetOf", "Wildcard", "number_of", "parse_pattern",
+           "pattern_at"]

@@ -113,8 +113,8 @@ def _java_array(spark: SparkSession, java_class: JavaClass, items: Sequence[Any]
 def sp_encoder(spark: SparkSession, stream: str, attributes: Sequence[str], roles: Iterable[str],
                fields: Sequence[Column]) -> Column:
     """The code of each SP record for the user's ``roles`` from its ``fields`` (streams, tuples,
-    attributes, roles, sign, immutable, grant), encoded in the JVM (``SpEncoder.java``), or
-    NULL where only the Python encoder can read the record (or for a tuple)."""
+    attributes, roles, sign, immutable, grant), encoded in the JVM (``SpEncoder.java``); ``!``
+    and the reason for a malformed record. Apply it to SP records only (under a ``when``)."""
     jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
     strings = jvm.java.lang.String
     column = _jvm_operators(spark).SpEncoder.column(

@@ -15,9 +15,27 @@ from typing import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from streamwarden.language.patterns import Constant, Empty, Pattern, Range, SetOf, Wildcard
+from streamwarden.language.patterns import NUMERIC_TEXT, Constant, Empty, Pattern, Range, SetOf, Wildcard, number_of
 
 NUMERIC = frozenset({"int", "long", "double"})
+# The same text a pattern value must be to read as a number (language.patterns).
+_NUMBER = f"^{NUMERIC_TEXT.pattern}$"
+
+
+def key_text(key: Column) -> Column:
+    """The key as the shield's tuple patterns compare it as text."""
+    return key.cast("string")
+
+
+def key_number(key: Column, key_dtype: str) -> Column:
+    """The key as a number, when it reads as one (else NULL): what the shield's tuple patterns
+    compare as numbers."""
+    if key_dtype in NUMERIC:
+        return key.cast("double")
+    # try_cast: Java's regex \s takes characters (U+0085, ...) that a cast rejects, and a
+    # provider's key must never stop the job (or quote itself in an error) for anyone.
+    text = key_text(key)
+    return F.when(text.rlike(_NUMBER), text.try_cast("double"))
 
 
 def pattern_column(pattern: Pattern, column: str, dtype: str) -> Column:
@@ -26,12 +44,12 @@ def pattern_column(pattern: Pattern, column: str, dtype: str) -> Column:
         return F.lit(False)
     if isinstance(pattern, Wildcard):
         return F.lit(True)
-    number = F.col(column).cast("double") if dtype in NUMERIC else F.col(column).cast("string").try_cast("double")
-    text = F.col(column).cast("string")
+    number = key_number(F.col(column), dtype)  # read as a number exactly as the shield reads a key
+    text = key_text(F.col(column))
 
     def compare(value: object, op: Callable[[Column, Column], Column]) -> Column:
         """``op(value, column)``: as numbers when both read as numbers, else as text."""
-        as_number = _number(value)
+        as_number = number_of(value)
         textual = op(F.lit(str(value)), text)
         if as_number is None:
             return textual
@@ -49,12 +67,3 @@ def pattern_column(pattern: Pattern, column: str, dtype: str) -> Column:
             return compare(pattern.low, lambda v, c: v <= c) & compare(pattern.high, lambda v, c: c <= v)
         return compare(pattern.low, lambda v, c: v < c) & compare(pattern.high, lambda v, c: c < v)
     raise TypeError(f"unknown pattern {pattern!r}")
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool):
-        return None
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None

@@ -23,26 +23,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from streamwarden.catalog.punctuations import SecurityPunctuation
-from streamwarden.engine.shield.columns import pattern_column
-
-_NUMBER = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"
-
-
-def key_text(key: Column) -> Column:
-    """The key as the shield's tuple patterns compare it as text."""
-    return key.cast("string")
-
-
-def key_number(key: Column, key_dtype: str) -> Column:
-    """The key as a number, when it reads as one (else NULL): what the shield's tuple patterns
-    compare as numbers."""
-    if key_dtype in ("int", "long", "double"):
-        return key.cast("double")
-    # try_cast: Java's regex \s takes characters (U+0085, ...) that a cast rejects, and a
-    # provider's key must never stop the job (or quote itself in an error) for anyone.
-    text = key_text(key)
-    return F.when(text.rlike(_NUMBER), text.try_cast("double"))
-
+from streamwarden.engine.shield.columns import key_number, key_text, pattern_column
 
 def sp_problem(sp: str = "_sp") -> Column:
     """Why an SP record's sign or sn is unusable (NULL when they are fine).

@@ -7,8 +7,7 @@ types, an unknown ``kind``, no ``ts``, a malformed SP, a missing provider attrib
 
 :func:`shielded_input` is what the engine reads: a broken record stops the job with one
 error naming the file, the line and the problem; each SP record is encoded for the
-user's roles, in the JVM where it can and else in Python (a malformed pattern is a
-broken record too: Python says why), and one shield per
+user's roles in the JVM (a malformed pattern is a broken record too), and one shield per
 provider (``punctuated_by``, else one for the stream) decides in the JVM which policy
 governs each tuple and what it grants for the tuple's key
 (:mod:`streamwarden.engine.shield.kernel`). The result has the stream's attributes,
@@ -30,8 +29,9 @@ from streamwarden.catalog.model import StreamDef
 from streamwarden.engine.jvm import sp_encoder
 from streamwarden.engine.shield.decide import key_number, key_text, sp_problem
 from streamwarden.engine.shield.files import line_place, parsed_once, punctuated_lines
-from streamwarden.engine.shield.kernel import GOV, MALFORMED, SP_TEXT, ShieldConfig, apply_shield, sp_codes
+from streamwarden.engine.shield.kernel import GOV, MALFORMED, SP_TEXT, apply_shield
 from streamwarden.engine.sources import ARRIVAL, CORRUPT, TIMESTAMPS, arrival_place, catalog_schema, time_out_of_range
+from streamwarden.security.punctuation.encode import SpEncoder
 
 _SP_FIELDS = StructType([
     StructField("kind", StringType()), StructField("streams", StringType()), StructField("tuples", StringType()),
@@ -82,26 +82,15 @@ def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, rol
                    streaming: bool, ordered: bool = False) -> DataFrame:
     """The stream's tuples (attributes unmasked) with ``_gov``, the provider's decision on each (or NULL),
     and with ``ordered`` their ``_arrival`` (for ``[ROWS n]`` windows)."""
-    config = ShieldConfig(stream.name, stream.attributes, frozenset(roles))
-    config.encoder()  # fail here, not in a worker, on a schema SP masks cannot hold
+    roles = frozenset(roles)
+    SpEncoder(stream.name, stream.attributes, roles)  # a schema SP masks cannot hold fails here, with its reason
     frame = read_punctuated(spark, stream, path, streaming=streaming)
     is_sp = F.col("_is_sp")
-    fields = [F.when(is_sp, F.col(f"_sp.{name}")) for name in SP_TEXT]
-    # The JVM encodes what providers write; the rest (quotes, decimals, errors) goes to Python.
-    frame = frame.withColumn("_jcode", sp_encoder(spark, stream.name, stream.attributes, config.roles, fields))
-    frame = frame.withColumn("_broken", F.coalesce("_broken", F.when(is_sp, sp_problem())))
-    in_python = is_sp & F.col("_jcode").isNull()
-    # A generator as a barrier: Spark buffers every row it sends to Python, so the rows that reach
-    # the Python encoder carry the few SP records the JVM left (their fields), not every SP's
-    # role list (kilobytes each); the optimizer would otherwise fold the fields back into `_sp`.
-    kept = [c for c in frame.columns if c not in ("_sp", "_text")]
-    left = F.when(in_python, F.struct(*[F.col(f"_sp.{name}").alias(name) for name in SP_TEXT]))
-    frame = frame.select(*kept, F.explode(F.array(F.struct(F.col("_sp.sn").alias("sn"), left.alias("py")))).alias("_x"))
-    python = sp_codes(config)(F.col("_x.py").isNotNull(), *[F.col(f"_x.py.{name}") for name in SP_TEXT])
-    frame = frame.select(*kept, F.col("_x.sn").alias("_sn"), F.coalesce(F.col("_jcode"), python).alias("_code"))
-    frame = frame.drop("_jcode")
+    fields = [F.col(f"_sp.{name}") for name in SP_TEXT]
+    code = sp_encoder(spark, stream.name, stream.attributes, roles, fields)
+    frame = frame.withColumn("_code", F.when(is_sp, code))
     malformed = F.when(F.col("_code").startswith(MALFORMED), F.expr(f"substring(_code, {len(MALFORMED) + 1})"))
-    frame = frame.withColumn("_broken", F.coalesce("_broken", malformed))
+    frame = frame.withColumn("_broken", F.coalesce("_broken", F.when(is_sp, sp_problem()), malformed))
     frame = failing_on_broken(frame, stream)
     provider = stream.punctuated_by
     assert stream.key is not None  # the catalog requires a key of every punctuated stream
@@ -112,7 +101,7 @@ def shielded_input(spark: SparkSession, stream: StreamDef, path: str | Path, rol
     control = frame.select(
         (F.col(provider).cast("string") if provider else F.lit("")).alias("_g"),
         F.col("_seq").cast("long").alias("_seq"), "_file", F.col("_line").cast("long").alias("_line"), "_is_sp",
-        F.unix_micros("ts").alias("_pts"), F.col("_sn").cast("int").alias("_sn"), "_code",
+        F.unix_micros("ts").alias("_pts"), F.col("_sp.sn").cast("int").alias("_sn"), "_code",
         F.unix_micros("sp_ts").alias("_tts"), F.col("sp_csn").cast("int").alias("_tcsn"),
         key_text(F.col(key)).alias("_ktext"), key_number(F.col(key), key_dtype).alias("_knum"),
         F.struct(*payload).alias("_payload"),

@@ -33,7 +33,7 @@ import re
 from typing import Iterable, NamedTuple, Sequence
 
 from streamwarden.errors import StreamwardenError, UnsupportedError
-from streamwarden.language.patterns import Constant, Empty, Pattern, Range, SetOf, Wildcard, parse_pattern
+from streamwarden.language.patterns import Constant, Empty, Pattern, Range, SetOf, Wildcard, number_of, parse_pattern
 
 MAX_ATTRIBUTES = 62
 #: Distinct SP texts remembered per shield worker before the memo starts over.
@@ -124,14 +124,16 @@ class SpEncoder:
         return any(pattern.matches(role) for role in self.roles)
 
 
-_PLAIN_SET = re.compile(r"\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)\s*\}")
+# ASCII whitespace only, as the pattern tokenizer reads it (streamwarden.language.lexer).
+_PLAIN_SET = re.compile(r"\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)\s*\}", re.ASCII)
+_ASCII_SPACE = " \t\n\r\f\v"
 
 
 def _plain_set(text: str | None) -> tuple[str, ...] | None:
     """The names of a set pattern of plain identifiers (what the pattern parser would give), else None."""
     if text is None:
         return None
-    match = _PLAIN_SET.fullmatch(text.strip())
+    match = _PLAIN_SET.fullmatch(text.strip(_ASCII_SPACE))
     if match is None:
         return None
     return tuple(part.strip() for part in match.group(1).split(","))
@@ -174,13 +176,8 @@ def _tuple_part(pattern: Pattern) -> str:
 
 def _number(value: object) -> float | None:
     """The value as a finite number, when it reads as one (as :mod:`.patterns` compares)."""
-    if isinstance(value, bool):
-        return None
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
+    number = number_of(value)
+    return number if number is not None and math.isfinite(number) else None
 
 
 __all__ = ["MAX_ATTRIBUTES", "MalformedSp", "SpEncoder", "SpText"]
