@@ -13,13 +13,10 @@ The CLI runs in a subprocess (its own SparkSession, not the tests' shared one) t
 ``streamwarden.cli.main.main``, with ``PYTHONPATH`` unset and, for Spark's Python workers,
 ``--conf spark.pyspark.python=`` a bare virtualenv: PySpark and its dependencies (a
 ``.pth`` onto this venv's site-packages) but no streamwarden (the editable install's
-``.pth`` is not read from there). Every
-streamwarden class Spark runs in a Python worker, on an executor or in the driver's own
-runners, must then come from the zip the session ships: the punctuated-file data source,
-the Security Shield (``applyInPandas`` in replay, ``transformWithStateInPandas`` in run)
-and the ``[ROWS n]`` window (the ordered-line data source in replay, a
-``transformWithStateInPandas`` processor in run). A task also reports where it imported
-streamwarden from.
+``.pth`` is not read from there). Every streamwarden class Spark runs in a Python worker
+must then come from the zip the session ships, and every JVM operator (the Security
+Shield, its SP encoder, the line numbering of punctuated files, the continuous ``[ROWS n]``
+window) from the jar it ships. A task also reports where it imported streamwarden from.
 
 The same driver then runs a shared network as a user would: ``network register``, a
 ``grant`` per user (plain store writes, no Spark), and ``network run --available-now``.

@@ -3,15 +3,12 @@ lattice's own order, LUB and text, for random lattices. Pure Python, no Spark.""
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from streamwarden.catalog.lattice import BOTTOM, LEVEL_BITS, TOP, Lattice, LatticeTooLarge, Level
 from streamwarden.catalog.loader import load_catalog_text
-from streamwarden.engine.rows import ARRIVAL, LEVEL_PART, QUALIFIES, T, RowsSpec, rolling_or, window_rows
 from streamwarden.errors import CatalogError, UnsupportedError
 
 # 1-4 classes of 1-5 companies; names unique across classes (k-th class: letter k, then a number).
@@ -103,26 +100,3 @@ def test_a_catalog_over_the_limit_is_refused_at_its_lattice() -> None:
     with pytest.raises(CatalogError, match="64 companies .* the 63 a level holds") as info:
         load_catalog_text(text, "big.yaml")
     assert "big.yaml:3:" in info.value.one_line()
-
-
-# -- [ROWS n] windows: the continuous processor's OR over the window ------------------------------
-@given(st.lists(st.integers(0, 2**63 - 1), max_size=40), st.integers(1, 50))
-def test_rolling_or_is_the_or_of_each_window(values: list[int], n: int) -> None:
-    array = np.array(values, dtype=np.int64)
-    expected = [int(np.bitwise_or.reduce(array[max(0, i - n + 1):i + 1])) for i in range(len(values))]
-    assert rolling_or(array, n).tolist() == expected
-
-
-@given(st.lists(st.tuples(st.booleans(), st.sampled_from([0, 1, 2, 8, 16, 3])), max_size=20), st.integers(1, 6),
-       st.integers(0, 20))
-def test_window_rows_carry_the_or_of_the_qualifying_levels(rows: list[tuple[bool, int]], n: int, cut: int) -> None:
-    spec = RowsSpec(n, ("c",), ("count",), (), levels=True)
-    history = pd.DataFrame({T: range(len(rows)), ARRIVAL: [""] * len(rows), QUALIFIES: [q for q, _ in rows],
-                            "__x0": [1] * len(rows), LEVEL_PART: [lv for _, lv in rows]})
-    first = min(cut, len(rows))
-    out = window_rows(history, spec, first) if len(rows) > first else pd.DataFrame({"_level": []})
-    expected = []
-    for i in range(first, len(rows)):
-        window = rows[max(0, i - n + 1):i + 1]
-        expected.append(int(np.bitwise_or.reduce([lv if q else 0 for q, lv in window])))
-    assert out["_level"].astype("int64").tolist() == expected

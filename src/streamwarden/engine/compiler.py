@@ -36,6 +36,7 @@ from streamwarden.plan import expr as E
 from streamwarden.plan.nodes import (AggCall, Aggregate, Filter, Join, LevelGuard, Node, Project, SecureView, Shield,
                                      Source, sources, walk)
 from streamwarden.engine import rows
+from streamwarden.engine.jvm import rows_window
 from streamwarden.engine.columns import SPARK_TYPES, compile_expr, physical_name
 from streamwarden.engine.shield.decide import combined_mask, has_bit, server_mask
 from streamwarden.engine.shield.kernel import GOV
@@ -162,20 +163,20 @@ class _RowsWindows:
         )
 
     def rows_stream(self, ready: DataFrame, spec: "rows.RowsSpec", node: Aggregate) -> DataFrame:
-        """The window over a continuous input: one stateful group holds the whole stream."""
-        types = {f.name: f.dataType.simpleString() for f in ready.schema.fields}
-        output = ["ts", *spec.groups, *spec.names]
-        schema = ["ts long"] + [f"`{g}` {types[g]}" for g in spec.groups] + [
-            f"`{name}` {'long' if func == 'count' else 'double'}" for name, func in zip(spec.names, spec.funcs)]
-        if spec.levels:
-            output.append("_level")
-            schema.append(f"_level {LEVEL_TYPE}")
-        if spec.policies:
-            output.append(POLICIES)
-            schema.append(f"{POLICIES} array<string>")
-        ready = ready.withColumn("__all", F.lit(0))
-        processor = rows.RowsWindowProcessor(spec, tuple(ready.columns), tuple(output))
-        return ready.groupBy("__all").transformWithStateInPandas(processor, ", ".join(schema), "Append", "None")
+        """The window over a continuous input: one stateful group holds the whole stream
+        (``RowsWindow.java``; the last n - 1 tuples live in the state store)."""
+        groups = [F.col(g) for g in spec.groups] or [F.lit(0).alias("__none")]
+        control = ready.select(
+            F.col(rows.T).alias("_t"), F.col(rows.ARRIVAL).alias("_a"), F.col(rows.QUALIFIES).alias("_q"),
+            F.array(*[F.col(rows.arg(i)).cast("double") for i in range(len(spec.names))]).alias("_args"),
+            F.struct(*groups).alias("_groups"),
+            (F.col(rows.LEVEL_PART) if spec.levels else F.lit(None)).cast("long").alias("_lv"),
+            (F.col(POLICIES) if spec.policies else F.lit(None)).cast("array<string>").alias("_policies"))
+        window = rows_window(control, spec.n, spec.funcs, bool(spec.groups))
+        aggregates = [(F.col("_aggs")[i].cast("long") if func == "count" else F.col("_aggs")[i]).alias(name)
+                      for i, (name, func) in enumerate(zip(spec.names, spec.funcs))]
+        return window.select("ts", *[F.col(f"_groups.`{g}`").alias(g) for g in spec.groups], *aggregates,
+                             *(["_level"] if spec.levels else []), *([POLICIES] if spec.policies else []))
 
 
 def _rows_value(call: AggCall, column: str) -> SparkColumn:

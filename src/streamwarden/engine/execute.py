@@ -33,7 +33,7 @@ from streamwarden.engine.sources import as_relation, ordered_input, read_input
 from streamwarden.errors import InputError, UnsupportedError
 from streamwarden.records import bad_byte, utf8_position
 from streamwarden.language.expressions import parse_timestamp
-from streamwarden.plan.nodes import Aggregate, LevelGuard, Node, Shield, sources, walk
+from streamwarden.plan.nodes import LevelGuard, Node, Shield, sources, walk
 from streamwarden.security.punctuation.spgen import spgen_lines
 from streamwarden.security.rewrite.algorithm import AuthorizedGraph, Rewriting
 
@@ -475,9 +475,3 @@ def earliest_result_time(job: Job) -> datetime | None:
             earliest = value if earliest is None else min(earliest, value)
     return earliest
 
-
-def python_state(job: Job) -> bool:
-    """Does the job keep state in Python stateful processors (count-based windows)? The
-    shields' state is the JVM operator's, in whatever state store the session uses."""
-    return any(isinstance(n, Aggregate) and n.window is not None and n.window.kind == "rows"
-               for g, _ in job.frames for n in walk(g.root))

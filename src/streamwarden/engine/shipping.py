@@ -1,11 +1,10 @@
 """The streamwarden package as a zip for Spark's executors.
 
 On a cluster, Spark's Python workers run on machines where streamwarden need not be
-installed, yet they must import it: Spark pickles the live-action data source, the
-Security Shield's SP encoder (a pandas UDF) and the ``[ROWS n]`` window processor
-(``transformWithStateInPandas``) *by reference* to their modules in this package.
-Without it, a punctuated replay fails on such a node with ``ModuleNotFoundError`` in the
-encoder. (The shield's JVM operator ships as a jar: :mod:`streamwarden.engine.jvm`.)
+installed, yet they must import it: Spark pickles the live-action data source *by
+reference* to its module in this package. Without it, a query tied to a live action fails
+on such a node with ``ModuleNotFoundError``. (The Security Shield, its SP encoder and the
+continuous ``[ROWS n]`` window are JVM operators and ship as a jar: :mod:`streamwarden.engine.jvm`.)
 
 :func:`package_zip` zips the package this process runs (found from its own
 ``__file__``, so an editable install ships the working tree as it is), and

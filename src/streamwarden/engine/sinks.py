@@ -8,7 +8,7 @@
   its metadata log; :func:`read_sink` reads what it committed);
 * several outputs of one streaming query (the level processors, the network's terminal
   switch): :func:`stream_writer` gives the ``foreachBatch`` writer its checkpoint, name and
-  trigger, :func:`start_writer` starts it on the right state store, each batch lands as
+  trigger, :func:`start_writer` starts it, each batch lands as
   ``batch=N`` folders of JSON-lines parts, and :func:`read_parts` reads them back.
 
     >>> # query = start_stream(job, "out/alerts", "checkpoints/alerts", trigger="2 seconds")
@@ -29,15 +29,9 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from streamwarden.engine.execute import Job, input_errors, python_state, replay_rows
-from streamwarden.engine.session import sql_conf
+from streamwarden.engine.execute import Job, input_errors, replay_rows
 from streamwarden.errors import InputError, UnsupportedError
 from streamwarden.names import inside, make_private, open_private, private_dir
-
-# [ROWS n] windows keep Python state (transformWithState), which needs RocksDB (shields are JVM operators).
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-STATE_STORE = "spark.sql.streaming.stateStore.providerClass"
-
 
 #: Output names that mean one JSON-lines file; any other name is a folder of part files.
 SINGLE_FILE_SUFFIXES = (".jsonl", ".json")
@@ -246,12 +240,10 @@ def stream_writer(frame: DataFrame, checkpoint: str | Path, *, trigger: str | No
     return writer
 
 
-def start_writer(writer: DataStreamWriter, spark: SparkSession, *, python_state: bool) -> StreamingQuery:
-    """Start ``writer`` on the state store its operators need. A streaming query copies the
-    session's settings when it starts (and its checkpoint keeps them), so the session is
-    restored after."""
-    with sql_conf(spark, STATE_STORE, ROCKSDB if python_state else None):
-        return writer.start()
+def start_writer(writer: DataStreamWriter, spark: SparkSession) -> StreamingQuery:
+    """Start ``writer``: the one place every continuous query starts. Every stateful operator
+    is Spark's or streamwarden's own JVM operator, so any state store the session names works."""
+    return writer.start()
 
 
 def start_stream(
@@ -280,7 +272,7 @@ def start_stream(
     else:
         private_dir(sink)  # the user's results: 0700 (Spark's files in it: 0600, see engine.session)
         writer = writer.format("json").option("ignoreNullFields", "false").option("path", str(sink))
-    return start_writer(writer, frame.sparkSession, python_state=python_state(job))
+    return start_writer(writer, frame.sparkSession)
 
 
 def check_checkpoint(checkpoint: str | Path, output: str | Path, *, sink_written: bool) -> None:
@@ -319,7 +311,7 @@ def read_parts(folder: str | Path) -> list[dict]:
     return rows
 
 
-__all__ = ["REPLAY_MARKER", "ROCKSDB", "SINGLE_FILE_SUFFIXES", "STATE_STORE", "check_checkpoint",
+__all__ = ["REPLAY_MARKER", "SINGLE_FILE_SUFFIXES", "check_checkpoint",
            "check_replay_folder", "check_replay_output", "committed_batches", "is_single_file", "read_parts",
            "read_sink", "start_stream", "start_writer", "stream_writer", "write_lines", "write_parts",
            "write_replay"]

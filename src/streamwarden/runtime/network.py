@@ -61,7 +61,7 @@ from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import AccessChange, RegisteredQuery, grant_intervals
 from streamwarden.catalog.store import CatalogStore
 from streamwarden.engine.compiler import EVENT
-from streamwarden.engine.execute import build_job, check_inputs, iso_timestamp, python_state
+from streamwarden.engine.execute import build_job, check_inputs, iso_timestamp
 from streamwarden.engine.sinks import check_checkpoint, committed_batches, read_parts, start_writer, stream_writer
 from streamwarden.errors import InputError, StreamwardenError, UnsupportedError
 from streamwarden.language.expressions import parse_timestamp
@@ -305,7 +305,7 @@ class NetworkRuntime(StreamsRunner):
         writer = stream_writer(rows, running.checkpoint / "spark", trigger=self.trigger,
                                available_now=self.available_now, query_name=pipeline.name,
                                each_batch=_TerminalSwitch(self, running))
-        return start_writer(writer, self.spark, python_state=python_state(job))
+        return start_writer(writer, self.spark)
 
     # -- status --------------------------------------------------------------------------------
     def _write_status(self, changes: tuple[AccessChange, ...]) -> None:

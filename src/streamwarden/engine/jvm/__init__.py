@@ -2,9 +2,10 @@
 
 Per-tuple work belongs in the JVM. Most of it is Spark SQL; what SQL cannot say — the
 Security Shield, a state machine over each provider's records in arrival order, and the
-encoding of SP records for a user — is small Java in ``java/streamwarden/jvm/`` (a
-``flatMapGroupsWithState`` function, a UDF), so tuples never cross into Python and the
-shield's state lives in Spark's state store and checkpoint like every other operator's.
+encoding of SP records for a user, a continuous ``[ROWS n]`` window — is small Java in
+``java/streamwarden/jvm/`` (``flatMapGroupsWithState`` functions, a UDF), so tuples never
+cross into Python and their state lives in Spark's state store and checkpoint like every
+other operator's.
 
 :func:`operators_jar` compiles those sources with the JDK's ``javac`` against PySpark's
 jars and caches the jar by the hash of the sources and the Spark version (in the same
@@ -123,6 +124,16 @@ def sp_encoder(spark: SparkSession, stream: str, attributes: Sequence[str], role
     return ClassicColumn(column)
 
 
+def rows_window(frame: DataFrame, n: int, funcs: Sequence[str], grouped: bool) -> DataFrame:
+    """``frame`` (``_t``, ``_a``, ``_q``, ``_args``, ``_groups``, ``_lv``, ``_policies``, see
+    ``RowsWindow.java``) through one continuous ``[ROWS n]`` window computing ``funcs``:
+    ``ts``, ``_groups``, ``_aggs``, ``_level``, ``_policies``."""
+    spark = frame.sparkSession
+    jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
+    names = _java_array(spark, jvm.java.lang.String, list(funcs))
+    return ClassicDataFrame(_jvm_operators(spark).RowsWindow.apply(frame._jdf, n, names, grouped), spark)
+
+
 def security_shield(frame: DataFrame) -> DataFrame:
     """``frame`` (the columns of :data:`streamwarden.engine.shield.kernel.CONTROL`) through one
     Security Shield per provider (``SecurityShield.java``): ``_payload``, ``_gov``."""
@@ -130,5 +141,5 @@ def security_shield(frame: DataFrame) -> DataFrame:
     return ClassicDataFrame(_jvm_operators(spark).SecurityShield.apply(frame._jdf), spark)
 
 
-__all__ = ["line_numbers", "operators_jar", "security_shield", "sp_encoder", "spark_jars"]
+__all__ = ["line_numbers", "operators_jar", "rows_window", "security_shield", "sp_encoder", "spark_jars"]
 

@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from streamwarden.engine.execute import Job, python_state
+from streamwarden.engine.execute import Job
 
 from streamwarden.engine.sinks import read_parts, start_writer, stream_writer
 from streamwarden.errors import StreamwardenError, UnsupportedError
@@ -90,7 +90,7 @@ def start_processors(spark: SparkSession, jobs: Mapping[str, Job], queries: Sequ
         writer = stream_writer(combined, Path(checkpoints) / level_slug(level), trigger=trigger,
                                available_now=available_now, query_name=f"streamwarden level {level}",
                                each_batch=_writer(output, columns))
-        stream = start_writer(writer, spark, python_state=any(python_state(jobs[q.id]) for q in members))
+        stream = start_writer(writer, spark)
         processors.append(LevelProcessor(level, tuple(q.id for q in members), stream))
     return processors
 
