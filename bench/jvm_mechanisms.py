@@ -9,8 +9,9 @@ providers' scaling, whose pipelines are whole processes on ``local[1]`` and ``lo
   ``SELECT oid, speed, x, y FROM Objects`` (:func:`~streamwarden.engine.execute.build_job`)
   against the same query over Spark's own JSON reader with the SP records dropped (what a
   user without a shield would write). The paper's cost per 1,000 tuples is its reference.
-* **providers** (``punctuated_by``, 100 providers, 20 files): the secured query on 1 core and
-  on 2 cores; each process reports its job's time apart from Spark's start-up.
+* **providers** (``punctuated_by``, 100 providers, 20 files, five times the shield's tuples): the
+  secured query on 1 core and on 2 cores; each process reports its job's time apart from
+  Spark's start-up.
 * **[ROWS n], n = 10, 100, 1000**: ``SELECT COUNT(*), MAX(size) FROM Msg [ROWS n]`` over
   Parquet, secured (a role policy ``size < 90``), unsecured, and a window written by hand in
   PySpark (``Window.orderBy(ts, row index).rowsBetween(-(n - 1), 0)``) with the same filter
@@ -38,6 +39,10 @@ SELECT = "SELECT oid, speed, x, y FROM Objects"
 COLUMNS = ("oid", "speed", "x", "y")
 ROWS_SIZES = (10, 100, 1000)
 PROVIDERS = 100
+#: The providers' input is this many times the shield's: large enough that a job's fixed cost
+#: (planning, about 1 s, and the JIT compiling each new plan's code) does not hide how the
+#: per-tuple work spreads over cores.
+PROVIDER_SCALE = 5
 ROWS_CATALOG = """
 streams:
   Msg: {schema: {ts: timestamp, sender: string, size: long}}
@@ -101,9 +106,10 @@ def _workload(tuples: int, rows: int) -> Workload:
     def prepare(work: Path) -> Facts:
         _objects(work / "shield-1", tuples, 1)
         _objects(work / "shield-100", tuples, 100)
-        _providers(work / "providers", tuples)
+        _providers(work / "providers", tuples * PROVIDER_SCALE)
         _messages(work / "msg", rows)
-        return {"tuples": tuples, "provider tuples": tuples // PROVIDERS * PROVIDERS, "rows": rows}
+        provider_tuples = tuples * PROVIDER_SCALE // PROVIDERS * PROVIDERS
+        return {"tuples": tuples, "provider tuples": provider_tuples, "rows": rows}
 
     return Workload(f"moving objects ({tuples:,} tuples, {ROLES} roles per SP), {PROVIDERS} providers, "
                     f"Msg ({rows:,} rows, Parquet)", prepare)

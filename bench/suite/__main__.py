@@ -32,6 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--events", type=_positive, default=None, help="workload size (default: the experiment's)")
     parser.add_argument("--repeats", type=_positive, default=None, help="runs per pipeline (default 3, quick 1)")
     parser.add_argument("--quick", action="store_true", help="smoke version: small workload, one run each")
+    parser.add_argument("--no-warmup", action="store_true", help="time in-process pipelines from their first run")
     parser.add_argument("--workdir", type=Path, default=None, help="keep inputs here (default: a scratch folder)")
     parser.add_argument("--results", type=Path, default=runner.RESULTS, help="results folder (default bench/results)")
     parser.add_argument("--only", default=None, metavar="GROUP[,GROUP]",
@@ -50,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         repeats = args.repeats or (1 if args.quick else 3)
         command = shlex.join(["python", "-m", "bench.suite", *(argv if argv is not None else sys.argv[1:])])
         results = runner.run(experiment, repeats=repeats, workdir=args.workdir, results_dir=args.results,
-                             command=command)
+                             command=command, warmup=not args.no_warmup)
     written = report.render(results, args.results)
     print("wrote " + ", ".join(str(p) for p in [saved, *written]))
     return 0

@@ -61,7 +61,9 @@ def markdown(results: dict[str, Any], plots: Sequence[str] = ()) -> str:
     per_core = results.get("per_core")
     load = results.get("load_average")
     lines = [f"# {results['title']}", "",
-             f"`{results['command']}` — {results['when']}, {results['repeats']} interleaved runs per pipeline, "
+             f"`{results['command']}` — {results['when']}, "
+             + ("in-process pipelines warmed up once, then " if results.get("warmup") else "")
+             + f"{results['repeats']} interleaved runs per pipeline, "
              f"{results['duration_s'] / 60:.1f} min in all (inputs prepared once in {results['prepare_s']} s).", "",
              f"- **Machine**: {machine.get('cpus')} CPUs ({machine.get('cpu_model')}), "
              f"{machine.get('memory_gib')} GiB, {machine.get('os')}; streamwarden {machine.get('streamwarden_commit')}"

@@ -9,7 +9,10 @@ Timing, the same for every pipeline of every experiment:
 * an :class:`~bench.suite.experiment.InProcess` callable runs on the runner's SparkSession:
   its wall time, and the CPU time of this process and of the Spark JVM (``/proc``).
 
-Each of the ``repeats`` rounds runs every pipeline once, the order rotated by one per round,
+First every in-process pipeline runs once unrecorded (a warm-up: the JVM's JIT compiles
+Spark's generated code and streamwarden's operators in the first runs, and a running
+service is warm); whole processes are timed cold, as a user would time them.
+Then each of the ``repeats`` rounds runs every pipeline once, the order rotated by one per round,
 so a drift in the machine's speed (another process, a warming disk cache) touches every
 pipeline alike rather than whichever came last. Rows in are the workload facts a pipeline
 reads; ``rows_per_s`` is rows in per wall second (``rows_per_cpu_s``: per CPU second) and
@@ -118,7 +121,7 @@ def versions(info: dict[str, Any], spark: Any = None) -> dict[str, str]:
 
 
 def run(experiment: Experiment, *, repeats: int = 3, workdir: Path | None = None, results_dir: Path = RESULTS,
-        spark: Any = None, log: Log = _log, command: str = "") -> dict[str, Any]:
+        spark: Any = None, log: Log = _log, command: str = "", warmup: bool = True) -> dict[str, Any]:
     """Measure ``experiment`` and write ``results_dir/<name>.json``; returns what it wrote.
 
     :class:`~bench.suite.experiment.InProcess` pipelines run on ``spark`` (default: streamwarden's
@@ -140,6 +143,12 @@ def run(experiment: Experiment, *, repeats: int = 3, workdir: Path | None = None
         log(f"{experiment.name}: prepared in {prepare_s:.1f} s: " + ", ".join(f"{k}={v:,}" for k, v in facts.items()))
         runs: dict[str, list[dict[str, float]]] = {p.name: [] for p in experiment.pipelines}
         pipelines = list(experiment.pipelines)
+        for pipeline in pipelines if warmup else []:
+            if not isinstance(pipeline.run, Command):
+                out = work / "out" / pipeline.name.replace("/", "_")
+                warm = _run_in_process(pipeline.run.call, spark, work, out)
+                shutil.rmtree(out, ignore_errors=True)
+                log(f"  warm-up {pipeline.name:<28} {warm['wall_s']:6.1f} s wall (not recorded)")
         for round_ in range(repeats):
             shift = round_ % len(pipelines)
             for pipeline in pipelines[shift:] + pipelines[:shift]:
@@ -161,7 +170,7 @@ def run(experiment: Experiment, *, repeats: int = 3, workdir: Path | None = None
         verdicts.append({"text": target.text, "met": verdict.met, "measured": verdict.measured})
     results = {
         "experiment": experiment.name, "title": experiment.title, "when": time.strftime("%Y-%m-%d %H:%M"),
-        "command": command or f"python -m bench.suite {experiment.name}", "repeats": repeats,
+        "command": command or f"python -m bench.suite {experiment.name}", "repeats": repeats, "warmup": warmup,
         "duration_s": round(time.perf_counter() - started, 1), "prepare_s": round(prepare_s, 1),
         "machine": info, "versions": versions(info, spark),
         "load_average": {"start": [round(x, 2) for x in load_before], "end": [round(x, 2) for x in os.getloadavg()]},
