@@ -38,3 +38,32 @@ def test_rows_window_over_parquet_equals_json_lines(spark, tmp_path) -> None:
         rows = {name: sorted(map(str, api.replay(catalog, "u", query, {"Msg": str(folder)}, spark=spark)))
                 for name, folder in (("json", as_json), ("parquet", as_parquet))}
         assert rows["parquet"] == rows["json"] and rows["json"], query
+
+
+TWO_POLICIES = CATALOG.replace('''  - {id: r, subject: R, streams: [Msg], attributes: '*', privilege: read, where: "size < 90"}''', '''  - {id: r, subject: R, streams: [Msg], attributes: '*', privilege: read, where: "size < 90"}
+  - {id: s, subject: R, streams: [Msg], attributes: '*', privilege: read, where: "sender = 's0'"}''')
+
+
+def test_a_window_lists_the_policies_of_its_counted_tuples(spark, tmp_path, monkeypatch) -> None:
+    """A replay's [ROWS n] row names the policies that let its qualifying tuples in, whether
+    the window flags them over its own frame (a small n) or by a running maximum (a large n)."""
+    from streamwarden.engine import rows as rows_module
+
+    records = [{"ts": ts(i), "sender": f"s{i % 3}", "size": (37 * i) % 100} for i in range(24)]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    catalog = load_catalog_text(TWO_POLICIES)
+    query = "SELECT COUNT(*) AS n FROM Msg [ROWS 4] WHERE size > 30"
+    # The window is over the tuples the user may see (the secure view's), its WHERE picks what counts.
+    visible = [r for r in records if r["size"] < 90 or r["sender"] == "s0"]
+    expected = []
+    for i in range(len(visible)):
+        counted = [r for r in visible[max(0, i - 3):i + 1] if r["size"] > 30]
+        names = sorted({"r" for r in counted if r["size"] < 90} | {"s" for r in counted if r["sender"] == "s0"})
+        expected.append((len(counted), names))
+    for small_window in (64, 0):
+        monkeypatch.setattr(rows_module, "SMALL_WINDOW", small_window)
+        got = sorted((r["ts"], r["n"], list(r["_policies"]))
+                     for r in api.replay(catalog, "u", query, {"Msg": str(folder)}, spark=spark))
+        assert [(n, names) for _, n, names in got] == expected, small_window

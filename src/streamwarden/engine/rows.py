@@ -31,6 +31,9 @@ from streamwarden.engine.levels.columns import lub_of_group
 T, ARRIVAL, QUALIFIES, RN, ARRIVING = "__t", "__a", "__q", "__rn", "__i"
 LEVEL_PART = "__lv"  # the tuple's level, one bigint (streamwarden.engine.levels.columns)
 POLICIES = "_policies"
+#: Up to this n, a replay's window re-aggregates each frame for its policies (Spark's sliding
+#: frames cost O(n) per row); beyond it, a running maximum per policy (constant per row).
+SMALL_WINDOW = 64
 
 
 @dataclass(frozen=True)
@@ -120,16 +123,24 @@ def policy_array(policy_ids: tuple[str, ...], held: list[Column]) -> Column:
     ``_policies`` from one flag per policy, where collecting the tuples' arrays would need an
     object aggregate (not code-generated) or per-row array work."""
     none = F.array().cast("array<string>")
-    return F.concat(none, *[F.when(h, F.array(F.lit(p))).otherwise(none) for p, h in zip(policy_ids, held)])
+    parts = [F.when(h, F.array(F.lit(p))).otherwise(none) for p, h in zip(policy_ids, held)]
+    return parts[0] if len(parts) == 1 else F.concat(none, *parts)  # one policy: no array built per row
 
 
 def _with_window_policies(frame: DataFrame, spec: RowsSpec, order: WindowSpec, aggs: list[Column],
                           extra: list[Column]) -> DataFrame:
     """The window's rows with ``_policies``: a policy is in a row's union when a qualifying tuple
-    it authorized is among the last n. Per policy, the place of its latest such tuple so far is
-    a running maximum (constant work per row), where collecting every window's policy arrays
-    cost O(n) array work per row."""
+    it authorized is among the last n. For a large n, per policy, the place of its latest such
+    tuple so far is a running maximum (constant work per row), where collecting every window's
+    policy arrays cost O(n) array work per row."""
     q = F.col(QUALIFIES)
+    if spec.n <= SMALL_WINDOW:
+        # A few rows: one flag per policy over the aggregates' own frame, so Spark computes it
+        # in the same Window operator (the running maximum below needs a second one, and row numbers).
+        window = order.rowsBetween(-(spec.n - 1), 0)
+        flags = [F.coalesce(F.bool_or(q & F.array_contains(POLICIES, p)).over(window), F.lit(False))
+                 for p in spec.policy_ids]
+        return frame.select(F.col(T).alias("ts"), *aggs, *extra, policy_array(spec.policy_ids, flags).alias(POLICIES))
     numbered = frame.withColumn(RN, F.row_number().over(order))
     so_far = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     latest = [F.max(F.when(q & F.array_contains(POLICIES, p), F.col(RN))).over(so_far)
