@@ -161,3 +161,12 @@ def test_the_column_encodes_in_spark(spark) -> None:
                                                    [F.col(c) for c in frame.columns])).collect()]
     assert [as_compared(c) for c in codes] == [python_code(CONFIGS[0], SpText(*row)) for row in rows]
     assert codes[2] == "!malformed tuples pattern [1, 9"
+
+
+def test_long_patterns_neither_overflow_nor_stay(spark) -> None:
+    """A provider's megabyte of pattern (a quoted string, a role list of 100,000 names) is read
+    without recursion and encoded as Python encodes it, and is not kept in the memo."""
+    quoted = "'" + "a''" * 200_000 + "'"
+    many = "{" + ", ".join(f"R{i}" for i in range(100_000)) + ", GP}"
+    for record in (SpText("S", quoted, "*", "GP"), SpText("S", "*", "*", many), SpText("S", "{" + quoted + "}", "*", many)):
+        assert as_compared(jvm_code(spark, CONFIGS[0], record)) == python_code(CONFIGS[0], record)

@@ -60,6 +60,7 @@ final class SpCode {
     // Providers repeat a few policy templates: a code met before is not parsed again.
     private static final Map<String, SpCode> PARSED = new ConcurrentHashMap<>();
     private static final int PARSED_LIMIT = 16_384;
+    private static final int PARSED_CODE_CHARS = 4_096;
 
     /** The code's JSON object, as the encoder wrote it. */
     static SpCode parse(String json) {
@@ -69,7 +70,9 @@ final class SpCode {
                 PARSED.clear();
             }
             code = read(json);
-            PARSED.put(json, code);
+            if (json.length() <= PARSED_CODE_CHARS) {  // a provider's huge pattern is not kept
+                PARSED.put(json, code);
+            }
         }
         return code;
     }

@@ -32,6 +32,10 @@ import org.apache.spark.sql.types.DataTypes;
 public final class SpEncoder {
     private static final java.util.regex.Pattern NAME = java.util.regex.Pattern.compile("[A-Za-z_][A-Za-z0-9_]*");
     private static final int MEMO_LIMIT = 65_536;
+    // Memory a provider's records can pin in the memo: a record longer than this is encoded
+    // each time it comes, and the memo starts over past the total (a task's heap is shared).
+    private static final int MEMO_RECORD_CHARS = 16_384;
+    private static final long MEMO_TOTAL_CHARS = 8L << 20;
     private static final int MAX_ATTRIBUTES = 62;
     private static final Map<List<Object>, SpEncoder> ENCODERS = new ConcurrentHashMap<>();
 
@@ -40,6 +44,7 @@ public final class SpEncoder {
     private final Set<String> roles;
     private final Map<List<Object>, String> memo = new ConcurrentHashMap<>();
     private final Map<String, Object> roleLists = new ConcurrentHashMap<>();  // Boolean, or a malformed reason
+    private final java.util.concurrent.atomic.AtomicLong memoChars = new java.util.concurrent.atomic.AtomicLong();
 
     private SpEncoder(String stream, String[] attributes, String[] roles) {
         // Catalog names are identifiers, which never read as numbers: names match patterns by text.
@@ -107,15 +112,21 @@ public final class SpEncoder {
 
     String encode(String streams, String tuples, String attributePattern, String rolePattern, String sign,
                   Boolean immutable, Boolean grant) {
+        long size = length(streams) + length(tuples) + length(attributePattern) + length(rolePattern) + length(sign);
+        if (size > MEMO_RECORD_CHARS) {
+            return fresh(streams, tuples, attributePattern, rolePattern, sign, immutable, grant, false);
+        }
         List<Object> record = Arrays.asList(streams, tuples, attributePattern, rolePattern, sign, immutable, grant);
         String code = memo.get(record);
         if (code == null) {
-            if (memo.size() >= MEMO_LIMIT) {
+            if (memo.size() >= MEMO_LIMIT || memoChars.get() > MEMO_TOTAL_CHARS) {
                 memo.clear();
                 roleLists.clear();
+                memoChars.set(0);
             }
-            code = fresh(streams, tuples, attributePattern, rolePattern, sign, immutable, grant);
+            code = fresh(streams, tuples, attributePattern, rolePattern, sign, immutable, grant, true);
             memo.put(record, code);
+            memoChars.addAndGet(2 * size + code.length());  // the role list is kept twice: by record and by text
         }
         return code;
     }
@@ -124,8 +135,12 @@ public final class SpEncoder {
         return "!malformed " + name + " pattern " + (text == null ? "(missing)" : text);
     }
 
+    private static long length(String text) {
+        return text == null ? 0 : text.length();
+    }
+
     private String fresh(String streams, String tuples, String attributePattern, String rolePattern, String sign,
-                         Boolean immutable, Boolean grant) {
+                         Boolean immutable, Boolean grant, boolean remember) {
         // Every pattern is read before anything is decided, in Python's order, so a malformed one is always named.
         PatternReader.Pattern tuplePattern = PatternReader.parse(tuples == null ? "*" : tuples);
         if (tuplePattern == null) {
@@ -142,10 +157,14 @@ public final class SpEncoder {
         if (rolePattern == null) {
             return malformed("roles", null);
         }
-        Object namesARole = roleLists.computeIfAbsent(rolePattern, text -> {
-            PatternReader.Pattern pattern = PatternReader.parse(text);
-            return pattern == null ? malformed("roles", text) : (Object) namesARole(pattern);
-        });
+        Object namesARole = remember ? roleLists.get(rolePattern) : null;
+        if (namesARole == null) {
+            PatternReader.Pattern pattern = PatternReader.parse(rolePattern);
+            namesARole = pattern == null ? malformed("roles", rolePattern) : (Object) namesARole(pattern);
+            if (remember) {
+                roleLists.put(rolePattern, namesARole);
+            }
+        }
         if (namesARole instanceof String) {
             return (String) namesARole;
         }
