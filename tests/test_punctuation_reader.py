@@ -56,6 +56,11 @@ def test_explicit_seq_overrides_line_order(spark, tmp_path) -> None:
         (json.dumps({**SP, "roles": "{GP,"}), "malformed roles pattern"),
         (json.dumps({**SP, "sign": "maybe"}), "sign must be"),
         (json.dumps({**SP, "sn": 0}), "sn must be a positive integer"),
+        # Patterns are ASCII outside quotes: another script's space or digits make the SP malformed.
+        (json.dumps({**SP, "roles": "{GP,\u00a0C}"}), "malformed roles pattern"),
+        (json.dumps({**SP, "tuples": "[\u0661\u0662\u0660, 133]"}), "malformed tuples pattern"),
+        (json.dumps({**SP, "tuples": "[1e400, 2]"}), "malformed tuples pattern"),
+        (json.dumps({**SP, "attributes": "{Beats_per_min"}), "malformed attributes pattern"),
     ],
 )
 def test_broken_records_are_named_with_file_and_line(spark, tmp_path, record, problem) -> None:
