@@ -35,7 +35,7 @@ public final class SpEncoder {
     // Memory a provider's records can pin in the memo: a record longer than this is encoded
     // each time it comes, and the memo starts over past the total (a task's heap is shared).
     private static final int MEMO_RECORD_CHARS = 16_384;
-    private static final long MEMO_TOTAL_CHARS = 8L << 20;
+    private static final long MEMO_TOTAL_CHARS = 32L << 20;  // records and codes (a role list is counted once)
     private static final int MAX_ATTRIBUTES = 62;
     private static final Map<List<Object>, SpEncoder> ENCODERS = new ConcurrentHashMap<>();
 
@@ -43,7 +43,11 @@ public final class SpEncoder {
     private final String[] attributes;
     private final Set<String> roles;
     private final Map<List<Object>, String> memo = new ConcurrentHashMap<>();
-    private final Map<String, Object> roleLists = new ConcurrentHashMap<>();  // Boolean, or a malformed reason
+    private final Map<String, RoleList> roleLists = new ConcurrentHashMap<>();
+    // The last role lists met, compared by equals before any hashing: providers repeat a few
+    // long lists, and hashing a 3 KB text for every record cost more than comparing it.
+    private final RoleList[] recent = new RoleList[4];
+    private int nextRecent;
     private final java.util.concurrent.atomic.AtomicLong memoChars = new java.util.concurrent.atomic.AtomicLong();
 
     private SpEncoder(String stream, String[] attributes, String[] roles) {
@@ -110,23 +114,73 @@ public final class SpEncoder {
         }
     }
 
+    /** A role pattern's text and what it decides: Boolean (names a role of the user) or a malformed reason. */
+    private static final class RoleList {
+        final String text;
+        final Object decision;
+
+        RoleList(String text, Object decision) {
+            this.text = text;
+            this.decision = decision;
+        }
+    }
+
+    private RoleList roleList(String text, boolean remember) {
+        if (!remember) {
+            return new RoleList(text, decide(text));
+        }
+        for (RoleList seen : recent) {
+            if (seen != null && java.util.Objects.equals(seen.text, text)) {
+                return seen;
+            }
+        }
+        RoleList found = text == null ? null : roleLists.get(text);
+        if (found == null) {
+            found = new RoleList(text, decide(text));
+            if (text != null) {
+                roleLists.put(text, found);
+                memoChars.addAndGet(text.length());
+            }
+        }
+        synchronized (recent) {
+            recent[nextRecent] = found;
+            nextRecent = (nextRecent + 1) % recent.length;
+        }
+        return found;
+    }
+
+    private Object decide(String rolePattern) {
+        if (rolePattern == null) {
+            return malformed("roles", null);
+        }
+        PatternReader.Pattern pattern = PatternReader.parse(rolePattern);
+        return pattern == null ? malformed("roles", rolePattern) : (Object) namesARole(pattern);
+    }
+
     String encode(String streams, String tuples, String attributePattern, String rolePattern, String sign,
                   Boolean immutable, Boolean grant) {
         long size = length(streams) + length(tuples) + length(attributePattern) + length(rolePattern) + length(sign);
         if (size > MEMO_RECORD_CHARS) {
-            return fresh(streams, tuples, attributePattern, rolePattern, sign, immutable, grant, false);
+            return fresh(streams, tuples, attributePattern, roleList(rolePattern, false), sign, immutable, grant);
         }
-        List<Object> record = Arrays.asList(streams, tuples, attributePattern, rolePattern, sign, immutable, grant);
+        RoleList roles = roleList(rolePattern, true);
+        // Keyed by the role list itself (one object per text while the memo lasts): no text hashed again.
+        List<Object> record = Arrays.asList(streams, tuples, attributePattern, roles, sign, immutable, grant);
         String code = memo.get(record);
         if (code == null) {
             if (memo.size() >= MEMO_LIMIT || memoChars.get() > MEMO_TOTAL_CHARS) {
+                synchronized (recent) {
+                    Arrays.fill(recent, null);
+                }
                 memo.clear();
                 roleLists.clear();
                 memoChars.set(0);
+                roles = roleList(rolePattern, true);
+                record = Arrays.asList(streams, tuples, attributePattern, roles, sign, immutable, grant);
             }
-            code = fresh(streams, tuples, attributePattern, rolePattern, sign, immutable, grant, true);
+            code = fresh(streams, tuples, attributePattern, roles, sign, immutable, grant);
             memo.put(record, code);
-            memoChars.addAndGet(2 * size + code.length());  // the role list is kept twice: by record and by text
+            memoChars.addAndGet(size - length(rolePattern) + code.length());  // the role list is the RoleList's
         }
         return code;
     }
@@ -139,8 +193,8 @@ public final class SpEncoder {
         return text == null ? 0 : text.length();
     }
 
-    private String fresh(String streams, String tuples, String attributePattern, String rolePattern, String sign,
-                         Boolean immutable, Boolean grant, boolean remember) {
+    private String fresh(String streams, String tuples, String attributePattern, RoleList roles, String sign,
+                         Boolean immutable, Boolean grant) {
         // Every pattern is read before anything is decided, in Python's order, so a malformed one is always named.
         PatternReader.Pattern tuplePattern = PatternReader.parse(tuples == null ? "*" : tuples);
         if (tuplePattern == null) {
@@ -154,17 +208,7 @@ public final class SpEncoder {
         if (attributeNames == null) {
             return malformed("attributes", attributePattern);
         }
-        if (rolePattern == null) {
-            return malformed("roles", null);
-        }
-        Object namesARole = remember ? roleLists.get(rolePattern) : null;
-        if (namesARole == null) {
-            PatternReader.Pattern pattern = PatternReader.parse(rolePattern);
-            namesARole = pattern == null ? malformed("roles", rolePattern) : (Object) namesARole(pattern);
-            if (remember) {
-                roleLists.put(rolePattern, namesARole);
-            }
-        }
+        Object namesARole = roles.decision;
         if (namesARole instanceof String) {
             return (String) namesARole;
         }
