@@ -210,3 +210,17 @@ def test_iso_timestamp_variants_and_rejects(spark, tmp_path) -> None:
     with pytest.raises(InputError) as info:
         api.replay(catalog, "u", "SELECT v FROM S", {"S": str(bad)}, spark=spark)
     assert str(info.value).endswith("bad.jsonl") and "March" not in str(info.value)
+
+
+def test_output_timestamps_are_iso_with_micros_only_when_present(spark) -> None:
+    """One SQL expression (as output rows are built) and the composed one agree; a fraction of
+    a second before 1970 is written as it is (pmod, not a negative remainder)."""
+    from pyspark.sql import functions as F
+
+    from streamwarden.engine.execute import iso_timestamp, iso_timestamp_of
+
+    frame = spark.sql("SELECT * FROM VALUES (timestamp'2026-03-01 10:00:00'), (timestamp'2026-03-01 10:00:00.000120'), "
+                      "(timestamp'1969-12-31 23:59:59.5'), (NULL) AS t(`it's`)")
+    composed = [r[0] for r in frame.select(iso_timestamp(F.col("`it's`"))).collect()]
+    assert composed == [r[0] for r in frame.select(iso_timestamp_of("it's")).collect()]
+    assert composed == ["2026-03-01T10:00:00Z", "2026-03-01T10:00:00.000120Z", "1969-12-31T23:59:59.500000Z", None]

@@ -78,6 +78,15 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def sql_string(text: str) -> str:
+    """``text`` as a Spark SQL string literal (its backslashes and quotes escaped).
+
+    >>> sql_string("it's")
+    "'it\\\\'s'"
+    """
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 class UnnamedInput(Exception):
     """The plan reads data outside every named plan (so the text would describe an input)."""
 
