@@ -14,7 +14,6 @@ bit, or all its bits (T). Then
   as the shepherd makes it, with a query's ``[1, ⊥]`` (:func:`level_literal`).
 
     >>> from streamwarden.catalog.lattice import Lattice
-from streamwarden.engine.plan_sql import quote as quoted_name, sql_string
     >>> lattice = Lattice.of({"COI1": ["1", "2"], "COI2": ["A", "B"]})
     >>> one_a, two = lattice.parse("[1, A]").bits, lattice.parse("[2, ⊥]").bits
     >>> str(lattice.from_bits(one_a | two)), (one_a & ~lattice.parse("[T, A]").bits) == 0
