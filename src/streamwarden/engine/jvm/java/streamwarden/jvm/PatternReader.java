@@ -77,14 +77,7 @@ public final class PatternReader {
     private enum T { STAR, MINUS, LBRACE, RBRACE, LBRACKET, RBRACKET, LPAREN, RPAREN, COMMA, NUMBER, STRING, WORD,
         OTHER, EOF }
 
-    private static final class Token {
-        final T type;
-        final String text;
-
-        Token(T type, String text) {
-            this.type = type;
-            this.text = text;
-        }
+    private record Token(T type, String text) {
     }
 
     private static boolean space(char c) {
@@ -227,43 +220,43 @@ public final class PatternReader {
         }
         int[] at = {0};
         Pattern pattern = pattern(tokens, at);
-        return pattern != null && tokens.get(at[0]).type == T.EOF ? pattern : null;
+        return pattern != null && tokens.get(at[0]).type() == T.EOF ? pattern : null;
     }
 
     private static Pattern pattern(List<Token> tokens, int[] at) {
         Token tok = tokens.get(at[0]);
-        if (tok.type == T.STAR || (tok.type == T.WORD && tok.text.toUpperCase(Locale.ROOT).equals("ALL"))) {
+        if (tok.type() == T.STAR || (tok.type() == T.WORD && tok.text().toUpperCase(Locale.ROOT).equals("ALL"))) {
             at[0]++;
             return new Pattern(Kind.ANY, List.of());
         }
-        if (tok.type == T.LBRACE) {
+        if (tok.type() == T.LBRACE) {
             at[0]++;
             List<Value> values = new ArrayList<>();
-            while (tokens.get(at[0]).type != T.RBRACE) {
+            while (tokens.get(at[0]).type() != T.RBRACE) {
                 Value value = value(tokens, at);
                 if (value == null) {
                     return null;
                 }
                 values.add(value);
-                if (tokens.get(at[0]).type == T.COMMA) {
+                if (tokens.get(at[0]).type() == T.COMMA) {
                     at[0]++;
-                } else if (tokens.get(at[0]).type != T.RBRACE) {
+                } else if (tokens.get(at[0]).type() != T.RBRACE) {
                     return null;
                 }
             }
             at[0]++;
             return values.isEmpty() ? new Pattern(Kind.NONE, List.of()) : new Pattern(Kind.SET, values);
         }
-        if (tok.type == T.LBRACKET || tok.type == T.LPAREN) {
-            boolean inclusive = tok.type == T.LBRACKET;
+        if (tok.type() == T.LBRACKET || tok.type() == T.LPAREN) {
+            boolean inclusive = tok.type() == T.LBRACKET;
             at[0]++;
             Value low = value(tokens, at);
-            if (low == null || tokens.get(at[0]).type != T.COMMA) {
+            if (low == null || tokens.get(at[0]).type() != T.COMMA) {
                 return null;
             }
             at[0]++;
             Value high = value(tokens, at);
-            if (high == null || tokens.get(at[0]).type != (inclusive ? T.RBRACKET : T.RPAREN)) {
+            if (high == null || tokens.get(at[0]).type() != (inclusive ? T.RBRACKET : T.RPAREN)) {
                 return null;
             }
             at[0]++;
@@ -275,8 +268,8 @@ public final class PatternReader {
 
     private static Value value(List<Token> tokens, int[] at) {
         Token tok = tokens.get(at[0]);
-        if (tok.type == T.MINUS && tokens.get(Math.min(at[0] + 1, tokens.size() - 1)).type == T.NUMBER) {
-            Object number = number(tokens.get(at[0] + 1).text);
+        if (tok.type() == T.MINUS && tokens.get(Math.min(at[0] + 1, tokens.size() - 1)).type() == T.NUMBER) {
+            Object number = number(tokens.get(at[0] + 1).text());
             if (number == null) {
                 return null;
             }
@@ -284,8 +277,8 @@ public final class PatternReader {
             return number instanceof BigInteger ? integer(((BigInteger) number).negate())
                 : decimal(-(Double) number);
         }
-        if (tok.type == T.NUMBER) {
-            Object number = number(tok.text);
+        if (tok.type() == T.NUMBER) {
+            Object number = number(tok.text());
             if (number == null || (number instanceof BigInteger && number.equals(LONG_LIMIT))
                     || (number instanceof Double && (Double) number == TWO_TO_63)) {
                 return null;  // out of range: a long is at most 2**63 - 1 (Python compares a float to it as a number)
@@ -293,14 +286,14 @@ public final class PatternReader {
             at[0]++;
             return number instanceof BigInteger ? integer((BigInteger) number) : decimal((Double) number);
         }
-        if (tok.type == T.STRING) {
+        if (tok.type() == T.STRING) {
             at[0]++;
-            String text = tok.text.substring(1, tok.text.length() - 1);  // as written: escapes are not undone
+            String text = tok.text().substring(1, tok.text().length() - 1);  // as written: escapes are not undone
             return new Value(text, textNumber(text));
         }
-        if (tok.type == T.WORD) {
+        if (tok.type() == T.WORD) {
             at[0]++;
-            return new Value(tok.text, null);  // a name never reads as a number
+            return new Value(tok.text(), null);  // a name never reads as a number
         }
         return null;
     }

@@ -115,14 +115,7 @@ public final class SpEncoder {
     }
 
     /** A role pattern's text and what it decides: Boolean (names a role of the user) or a malformed reason. */
-    private static final class RoleList {
-        final String text;
-        final Object decision;
-
-        RoleList(String text, Object decision) {
-            this.text = text;
-            this.decision = decision;
-        }
+    private record RoleList(String text, Object decision) {
     }
 
     private RoleList roleList(String text, boolean remember) {
@@ -130,7 +123,7 @@ public final class SpEncoder {
             return new RoleList(text, decide(text));
         }
         for (RoleList seen : recent) {
-            if (seen != null && java.util.Objects.equals(seen.text, text)) {
+            if (seen != null && java.util.Objects.equals(seen.text(), text)) {
                 return seen;
             }
         }
@@ -164,7 +157,7 @@ public final class SpEncoder {
             return fresh(streams, tuples, attributePattern, roleList(rolePattern, false), sign, immutable, grant);
         }
         RoleList roles = roleList(rolePattern, true);
-        // Keyed by the role list itself (one object per text while the memo lasts): no text hashed again.
+        // Keyed by the role list (its text's hash is computed once and kept by the String): no text hashed again.
         List<Object> record = Arrays.asList(streams, tuples, attributePattern, roles, sign, immutable, grant);
         String code = memo.get(record);
         if (code == null) {
@@ -208,7 +201,7 @@ public final class SpEncoder {
         if (attributeNames == null) {
             return malformed("attributes", attributePattern);
         }
-        Object namesARole = roles.decision;
+        Object namesARole = roles.decision();
         if (namesARole instanceof String) {
             return (String) namesARole;
         }
