@@ -56,6 +56,7 @@ def test_explicit_seq_overrides_line_order(spark, tmp_path) -> None:
         (json.dumps({**SP, "roles": "{GP,"}), "malformed roles pattern"),
         (json.dumps({**SP, "sign": "maybe"}), "sign must be"),
         (json.dumps({**SP, "sn": 0}), "sn must be a positive integer"),
+        (json.dumps({**SP, "sn": 4097}), "sn must be at most 4096"),  # a policy's SPs are the shield's state
         # Patterns are ASCII outside quotes: another script's space or digits make the SP malformed.
         (json.dumps({**SP, "roles": "{GP,\u00a0C}"}), "malformed roles pattern"),
         (json.dumps({**SP, "tuples": "[\u0661\u0662\u0660, 133]"}), "malformed tuples pattern"),

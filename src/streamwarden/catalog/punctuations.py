@@ -135,6 +135,9 @@ def combine(provider: bool, server: bool | None, mode: str, immutable: bool) -> 
 
 
 # -- JSON-lines records --------------------------------------------------------------------
+#: The largest sequence number an SP may carry: a policy is at most this many SPs, so a
+#: provider cannot grow its shield's state (kept per provider) without bound.
+MAX_SN = 4096
 _SIGNS = {"+": True, "positive": True, "-": False, "negative": False}
 
 
@@ -156,6 +159,8 @@ def sp_from_record(record: Mapping[str, object], where: str, provider_attribute:
     sn = field_("sn")
     if not isinstance(sn, int) or isinstance(sn, bool) or sn < 1:
         raise InputError(f"{where}: sn must be a positive integer, not {sn!r}")
+    if sn > MAX_SN:
+        raise InputError(f"{where}: sn must be at most {MAX_SN}, not {sn}")
     try:
         ts = parse_timestamp(str(field_("ts")))
     except ValueError:
@@ -176,4 +181,4 @@ def sp_records_text(sps: Iterable[SecurityPunctuation], provider_attribute: str 
     return "".join(json.dumps(s.to_record(provider_attribute)) + "\n" for s in sps)
 
 
-__all__ = ["SecurityPunctuation", "SpPolicy", "combine", "sp", "sp_from_record", "sp_records_text"]
+__all__ = ["MAX_SN", "SecurityPunctuation", "SpPolicy", "combine", "sp", "sp_from_record", "sp_records_text"]

@@ -22,8 +22,9 @@ from typing import Iterable, Sequence
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from streamwarden.catalog.punctuations import SecurityPunctuation
+from streamwarden.catalog.punctuations import MAX_SN, SecurityPunctuation
 from streamwarden.engine.shield.columns import key_number, key_text, pattern_column
+
 
 def sp_problem(sp: str = "_sp") -> Column:
     """Why an SP record's sign or sn is unusable (NULL when they are fine).
@@ -32,7 +33,8 @@ def sp_problem(sp: str = "_sp") -> Column:
     record = F.col(sp)
     sign = F.lower(F.coalesce(record["sign"], F.lit("+")))
     problem = F.when(~sign.isin("+", "-", "positive", "negative"), F.lit("sign must be '+' or '-'"))
-    return F.when(record["sn"].isNull() | (record["sn"] < 1), F.lit("sn must be a positive integer")).otherwise(problem)
+    return (F.when(record["sn"].isNull() | (record["sn"] < 1), F.lit("sn must be a positive integer"))
+            .when(record["sn"] > MAX_SN, F.lit(f"sn must be at most {MAX_SN}")).otherwise(problem))
 
 
 def server_mask(server: Sequence[SecurityPunctuation], stream: str, attributes: Sequence[str], roles: Iterable[str],
