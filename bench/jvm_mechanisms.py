@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.suite import hook
 from bench.suite.experiment import (Command, Experiment, Facts, InProcess, Pipeline, Reference, Target, Verdict,
                                     Workload, ratio_at_least)
 
@@ -254,25 +255,15 @@ def experiment(events: int | None = None, quick: bool = False) -> Experiment:
 
 
 @dataclass(frozen=True)
-class Settings:
-    """For ``bench/run.py``: the shield inputs' size (None: the default) and runs per pipeline."""
+class Settings(hook.Settings):
+    """For ``bench/run.py``: this experiment through the suite's hook (``events``: shield tuples)."""
 
-    tuples: int | None = None
-    repeats: int = 3
-    small: bool = False
-
-    @classmethod
-    def quick(cls) -> Settings:
-        return cls(repeats=1, small=True)
+    experiment: str = "jvm"
 
 
 def run(spark, settings: Settings, log: Callable[[str], None] = print) -> dict:  # type: ignore[no-untyped-def, type-arg]
-    """``bench/run.py``'s entry: the suite's runner on bench.run's session (reported by
-    :func:`bench.suite.hook.section` and :func:`bench.suite.hook.plots`)."""
-    from bench.suite import runner
-
-    return runner.run(experiment(settings.tuples, settings.small), repeats=settings.repeats, spark=spark, log=log,
-                      command="python -m bench.run")
+    """``bench/run.py``'s entry: :func:`bench.suite.hook.run` on bench.run's session."""
+    return hook.run(settings, log, spark=spark)
 
 
 def providers_job(master: str, folder: str) -> None:

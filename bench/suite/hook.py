@@ -40,10 +40,10 @@ class Settings:
         return cls(repeats=1, small=True)
 
 
-def run(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Measure the experiment (the suite's runner) and return its results."""
+def run(settings: Settings, log: Callable[[str], None] = print, spark: Any = None) -> dict[str, Any]:
+    """Measure the experiment (the suite's runner; on ``spark`` when given) and return its results."""
     experiment = declaration(settings.experiment)(events=settings.events, quick=settings.small)
-    return runner.run(experiment, repeats=settings.repeats, log=log, command="python -m bench.run")
+    return runner.run(experiment, repeats=settings.repeats, spark=spark, log=log, command="python -m bench.run")
 
 
 def section(result: dict[str, Any], run_info: dict[str, Any] | None = None) -> str:
