@@ -6,7 +6,7 @@ import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeSet;
+import java.util.TreeMap;
 
 import org.apache.spark.api.java.function.FlatMapGroupsWithStateFunction;
 import org.apache.spark.api.java.function.MapFunction;
@@ -52,15 +52,31 @@ public final class RowsWindow implements FlatMapGroupsWithStateFunction<Integer,
         this.grouped = grouped;
     }
 
-    /** The running aggregates of one group over one window. */
+    /**
+     * The aggregates of one group over the window, kept as the window slides: each tuple is
+     * added once when it arrives and removed once when it leaves (O(log n) per tuple, not a
+     * pass over the n tuples per arrival, which a user's [ROWS 1000000] would make a DoS).
+     * Counts and sums subtract; MIN and MAX keep a sorted multiset; the level keeps a count
+     * per bit and the policies a count per name, so an OR and a union can forget a tuple too.
+     */
     private final class Accumulator {
+        Row groups;
+        int members;
         final long[] counts = new long[funcs.length];
-        final double[] values = new double[funcs.length];
-        final boolean[] seen = new boolean[funcs.length];
-        long level;
-        TreeSet<String> policies;
+        final double[] sums = new double[funcs.length];
+        final List<TreeMap<Double, Integer>> sorted = new ArrayList<>();
+        final int[] bits = new int[64];
+        final TreeMap<String, Integer> policies = new TreeMap<>();
 
-        void add(Row row) {
+        Accumulator() {
+            for (int k = 0; k < funcs.length; k++) {
+                sorted.add(funcs[k].equals("min") || funcs[k].equals("max") ? new TreeMap<>() : null);
+            }
+        }
+
+        /** Add (+1) or remove (-1) one qualifying tuple. */
+        void change(Row row, int sign) {
+            members += sign;
             List<Object> args = row.getList(ARGS);
             for (int k = 0; k < funcs.length; k++) {
                 Object arg = args.get(k);
@@ -68,43 +84,50 @@ public final class RowsWindow implements FlatMapGroupsWithStateFunction<Integer,
                     continue;
                 }
                 double x = ((Number) arg).doubleValue();
-                counts[k]++;
-                if (!seen[k]) {
-                    values[k] = x;
-                    seen[k] = true;
-                } else if (funcs[k].equals("min")) {
-                    values[k] = Math.min(values[k], x);
-                } else if (funcs[k].equals("max")) {
-                    values[k] = Math.max(values[k], x);
-                } else {
-                    values[k] += x;  // sum, avg
+                counts[k] += sign;
+                sums[k] = counts[k] == 0 ? 0.0 : sums[k] + sign * x;  // no residue once the group is empty
+                if (sorted.get(k) != null) {
+                    sorted.get(k).merge(x, sign, (a, b) -> a + b == 0 ? null : a + b);
                 }
             }
             if (!row.isNullAt(LEVEL)) {
-                level |= row.getLong(LEVEL);
+                long level = row.getLong(LEVEL);
+                for (int b = 0; b < 64; b++) {
+                    if ((level >>> b & 1L) != 0) {
+                        bits[b] += sign;
+                    }
+                }
             }
             if (!row.isNullAt(POLICIES)) {
-                if (policies == null) {
-                    policies = new TreeSet<>();
+                for (Object name : row.getList(POLICIES)) {
+                    policies.merge((String) name, sign, (a, b) -> a + b == 0 ? null : a + b);
                 }
-                List<String> named = row.getList(POLICIES);
-                policies.addAll(named);
             }
         }
 
-        Row emit(long ts, Row groups) {
+        Row emit(long ts, Row fallbackGroups) {
             List<Double> aggs = new ArrayList<>(funcs.length);
             for (int k = 0; k < funcs.length; k++) {
                 if (funcs[k].equals("count")) {
                     aggs.add((double) counts[k]);
-                } else if (!seen[k]) {
+                } else if (counts[k] == 0) {
                     aggs.add(null);
+                } else if (funcs[k].equals("min")) {
+                    aggs.add(sorted.get(k).firstKey());
+                } else if (funcs[k].equals("max")) {
+                    aggs.add(sorted.get(k).lastKey());
                 } else {
-                    aggs.add(funcs[k].equals("avg") ? values[k] / counts[k] : values[k]);
+                    aggs.add(funcs[k].equals("avg") ? sums[k] / counts[k] : sums[k]);
                 }
             }
-            List<String> union = policies == null ? new ArrayList<>() : new ArrayList<>(policies);
-            return RowFactory.create(ts, groups, seq(aggs), level, seq(union));
+            long level = 0;
+            for (int b = 0; b < 64; b++) {
+                if (bits[b] > 0) {
+                    level |= 1L << b;
+                }
+            }
+            return RowFactory.create(ts, groups != null ? groups : fallbackGroups, seq(aggs), level,
+                seq(new ArrayList<>(policies.keySet())));
         }
     }
 
@@ -138,34 +161,47 @@ public final class RowsWindow implements FlatMapGroupsWithStateFunction<Integer,
         if (state.exists()) {
             history.addAll(state.get().<Row>getList(0));
         }
-        int first = history.size();
+        int first = history.size();  // at most n - 1: all of them are in the first arrival's window
         history.addAll(batch);
+        Map<List<Object>, Accumulator> groups = new LinkedHashMap<>();
         List<Row> out = new ArrayList<>();
-        for (int i = first; i < history.size(); i++) {
-            Map<List<Object>, Accumulator> groups = new LinkedHashMap<>();
-            Map<List<Object>, Row> values = new LinkedHashMap<>();
-            for (int j = Math.max(0, i - n + 1); j <= i; j++) {
-                Row tuple = history.get(j);
-                if (tuple.isNullAt(QUALIFIES) || !tuple.getBoolean(QUALIFIES)) {
-                    continue;
-                }
-                Row grouping = tuple.getStruct(GROUPS);
-                List<Object> k = grouped ? key(grouping) : List.of();  // without GROUP BY: one group
-                groups.computeIfAbsent(k, unused -> new Accumulator()).add(tuple);
-                values.putIfAbsent(k, grouping);
+        for (int i = 0; i < history.size(); i++) {
+            change(groups, history.get(i), 1);
+            if (i - n >= 0) {
+                change(groups, history.get(i - n), -1);  // it left the window
+            }
+            if (i < first) {
+                continue;
             }
             long ts = history.get(i).getLong(T);
             if (groups.isEmpty() && !grouped) {
                 out.add(new Accumulator().emit(ts, history.get(i).getStruct(GROUPS)));
             }
-            for (Map.Entry<List<Object>, Accumulator> group : groups.entrySet()) {
-                out.add(group.getValue().emit(ts, values.get(group.getKey())));
+            for (Accumulator group : groups.values()) {
+                out.add(group.emit(ts, null));
             }
         }
         int keep = Math.max(0, n - 1);
         List<Row> tail = new ArrayList<>(history.subList(Math.max(0, history.size() - keep), history.size()));
         state.update(RowFactory.create(seq(tail)));
         return out.iterator();
+    }
+
+    /** Add (+1) or remove (-1) a tuple of the window: only a qualifying one counts, in its group. */
+    private void change(Map<List<Object>, Accumulator> groups, Row tuple, int sign) {
+        if (tuple.isNullAt(QUALIFIES) || !tuple.getBoolean(QUALIFIES)) {
+            return;
+        }
+        Row grouping = tuple.getStruct(GROUPS);
+        List<Object> k = grouped ? key(grouping) : List.of();  // without GROUP BY: one group
+        Accumulator group = groups.computeIfAbsent(k, unused -> new Accumulator());
+        if (group.groups == null) {
+            group.groups = grouping;
+        }
+        group.change(tuple, sign);
+        if (group.members == 0) {
+            groups.remove(k);
+        }
     }
 
     /** {@code input} (the columns above) through one window of {@code n} tuples computing {@code funcs}. */
