@@ -11,6 +11,7 @@ from streamwarden import api
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import CatalogStore
 from streamwarden.cli.main import main
+from streamwarden.errors import InputError
 
 pytestmark = pytest.mark.spark
 
@@ -174,6 +175,30 @@ def test_parquet_directory_gives_the_same_rows(spark, drill_catalog, inputs, tmp
     from_parquet = api.replay(drill_catalog, "paul", query, {"Position": str(folder)}, spark=spark)
     from_json = api.replay(drill_catalog, "paul", query, inputs, spark=spark)
     assert from_parquet == from_json and len(from_json) == 2
+
+
+def test_parquet_reads_only_the_columns_used_and_pushes_filters(spark, drill_catalog, tmp_path) -> None:
+    """Columns whose file type is the catalog's need no broken-record check, so Spark prunes
+    the unused ones and pushes the query's filter into the reader; the check still runs on
+    ``ts`` and on the column whose type differs."""
+    import pandas as pd
+
+    from streamwarden.engine.sources import read_input
+
+    frame = pd.DataFrame(POSITION)
+    frame["ts"] = pd.to_datetime(frame["ts"], utc=True)  # SID stays int64: the catalog says int
+    folder = tmp_path / "Position"
+    folder.mkdir()
+    frame.to_parquet(folder / "part-0.parquet", index=False)
+    read = read_input(spark, drill_catalog.streams["Position"], folder, streaming=False)
+    plan = read.filter("Pos >= 150").select("SID")._jdf.queryExecution().executedPlan().toString()
+    assert "ReadSchema: struct<ts:timestamp,SID:bigint,Pos:double>" in plan  # Platoon pruned; SID checked
+    assert "GreaterThanOrEqual(Pos,150.0)" in plan
+    frame.loc[2, "ts"] = None
+    frame.to_parquet(folder / "part-0.parquet", index=False)
+    with pytest.raises(InputError, match=r"broken record in stream Position \(record has no ts\) in .*part-0"):
+        api.replay(drill_catalog, "paul", "SELECT SID FROM Position WHERE Pos >= 150",
+                   {"Position": str(folder)}, spark=spark)
 
 
 def test_cli_check_reports_the_bad_line(tmp_path, capsys) -> None:

@@ -30,6 +30,10 @@ CORRUPT = "_corrupt_record"
 TIMESTAMPS = "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS][XXX]"
 ARRIVAL = "_arrival"
 JSON_SUFFIXES = (".jsonl", ".json")
+#: The file a record came from, named in a broken record's error. Not ``input_file_name()``:
+#: that one is nondeterministic, so Spark would push none of the query's filters past the
+#: check into the reader.
+FILE_PATH = "_metadata.file_path"
 
 
 #: Spark's readers accept "+10000-01-01T00:00:00Z"; Python, the output format and the
@@ -114,8 +118,7 @@ def _json(spark: SparkSession, stream: StreamDef, path: str, streaming: bool, gl
         .when(F.col("ts").isNull(), F.lit("record has no ts")),
         time_out_of_range(stream),
     )
-    message = F.concat(F.lit(f"broken record in stream {stream.name} ("), problem, F.lit(") in "),
-                       F.input_file_name())
+    message = F.concat(F.lit(f"broken record in stream {stream.name} ("), problem, F.lit(") in "), F.col(FILE_PATH))
     checked = frame.filter(F.when(problem.isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
     return checked.select(*[F.col(n) for n, _ in stream.schema])
 
@@ -132,15 +135,23 @@ def _parquet(spark: SparkSession, stream: StreamDef, path: str, streaming: bool,
             raise InputError(f"parquet input {path} for stream {stream.name} lacks {', '.join(missing)}")
     # try_cast, then refuse what did not fit: a hidden row's value out of the catalog's type
     # must neither stop the job with Spark's CAST_OVERFLOW nor appear in the message.
+    # Only a column whose file type differs from the catalog's can fail that way: the others
+    # are read as they are, so Spark prunes the ones the query does not use and pushes the
+    # query's filters on them into the Parquet reader.
     # A Parquet file keeps its rows' order: the row's index in its file is its place in arrival order.
     place = [arrival_place(F.lit(None), F.col("_metadata.file_path"), F.col("_metadata.row_index") + 1)] if arrival else []
-    typed = frame.select(*[F.col(n).try_cast(SPARK_TYPES[t]).alias(n) for n, t in stream.schema],
-                         *[F.col(n).isNotNull().alias(f"__had_{n}") for n, _ in stream.schema], *place)
+    file_types = {f.name: f.dataType for f in frame.schema.fields}
+    cast = [n for n, t in stream.schema if file_types.get(n) != _parse_datatype_string(SPARK_TYPES[t])]
+    typed = frame.select(*[F.col(n).try_cast(SPARK_TYPES[t]).alias(n) if n in cast else F.col(n)
+                           for n, t in stream.schema],
+                         *[F.col(n).isNotNull().alias(f"__had_{n}") for n in cast], *place)
     problem: Column | None = time_out_of_range(stream)
     for n, t in reversed(stream.schema):
-        problem = F.when(F.col(f"__had_{n}") & F.col(n).isNull(), F.lit(f"{n} does not fit a {t}")).otherwise(problem)
-    problem = F.when(F.col("ts").isNull() & ~F.col("__had_ts"), F.lit("record has no ts")).otherwise(problem)
-    message = F.concat(F.lit(f"broken record in stream {stream.name} ("), problem, F.lit(") in "), F.input_file_name())
+        if n in cast:
+            problem = F.when(F.col(f"__had_{n}") & F.col(n).isNull(), F.lit(f"{n} does not fit a {t}")).otherwise(problem)
+    no_ts = F.col("ts").isNull() & ~F.col("__had_ts") if "ts" in cast else F.col("ts").isNull()
+    problem = F.when(no_ts, F.lit("record has no ts")).otherwise(problem)
+    message = F.concat(F.lit(f"broken record in stream {stream.name} ("), problem, F.lit(") in "), F.col(FILE_PATH))
     checked = typed.filter(F.when(problem.isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
     return checked.select(*[F.col(n) for n, _ in stream.schema], *([ARRIVAL] if arrival else []))
 
