@@ -13,6 +13,7 @@ from streamwarden.catalog.store import sqlite_url
 from streamwarden.datagen.cloud import message_log
 from streamwarden.engine.levels.processors import LevelQuery, read_query_output
 from streamwarden.engine.sinks import read_sink
+from streamwarden.errors import InputError
 
 pytestmark = pytest.mark.spark
 
@@ -101,4 +102,56 @@ def test_a_query_above_its_clearance_stops_every_processor_before_they_start(spa
     with pytest.raises(AuthorizationError, match="c2 is cleared for"):
         api.run_levels(CATALOG, queries, {"MessageLog": tmp_path / "in"}, tmp_path / "out",
                        store_url=sqlite_url(tmp_path / "s.db"), spark=spark)
+    assert not (tmp_path / "out").exists()
+
+
+def test_processors_of_several_levels_share_one_read_through_the_shepherd(spark, tmp_path, records) -> None:
+    """Two levels read MessageLog as it is: the shepherd reads it once, levels its tuples and
+    both processors read those; each query still sees exactly what it would alone, across a
+    restart with new input, and nothing is read twice."""
+    incoming, out, store = tmp_path / "in", tmp_path / "out", sqlite_url(tmp_path / "s.db")
+    sends = 'SELECT ts, receiver FROM MessageLog WHERE msgType = "send"'
+    counts = 'SELECT serviceId, COUNT(*) FROM MessageLog [RANGE 30 s] GROUP BY serviceId'
+    queries = [LevelQuery("c1_sends", "c1", sends), LevelQuery("c2_counts", "c2", counts),
+               LevelQuery("top_sends", "cm", sends)]
+    half = len(records) // 2
+    for part, chunk in enumerate((records[:half], records[half:])):
+        feed(incoming, f"part-{part}.jsonl", chunk)
+        processors = api.run_levels(CATALOG, queries, {"MessageLog": incoming}, out, store_url=store, spark=spark,
+                                    available_now=True)
+        for p in processors:
+            p.stream.awaitTermination()
+        assert [p.level for p in processors] == ["_shepherd MessageLog", "[1, ⊥]", "[2, ⊥]", "[T, T]"]
+        assert processors[0].queries == ()
+    (root,) = (tmp_path / "checkpoints").iterdir()
+    assert {p.name for p in root.iterdir()} == {"_shepherd", "1_bot", "2_bot", "top_top"}
+    tuples = spark.read.parquet(str(root / "_shepherd" / "MessageLog" / "tuples"))
+    assert tuples.count() == len(records)  # each tuple levelled once, for every processor
+    for q in queries:  # each alone in its processor, reading the input itself (no shepherd for one level)
+        processors = api.run_levels(CATALOG, [q], {"MessageLog": incoming}, tmp_path / "alone", store_url=store,
+                                    spark=spark, available_now=True)
+        assert [p.level for p in processors] == [processors[0].level] and "_shepherd" not in processors[0].level
+        processors[0].stream.awaitTermination()
+        alone = read_query_output(spark, tmp_path / "alone", q.id)
+        assert alone and comparable(read_query_output(spark, out, q.id)) == comparable(alone)
+    alone = api.replay(CATALOG, "c1", sends, {"MessageLog": incoming}, spark=spark)
+    assert comparable(read_query_output(spark, out, "c1_sends")) == comparable(alone)
+    # A level is bits in the lattice's order: a new company would shift them, so the tuples
+    # levelled so far must not be read under the new lattice.
+    moved = load_catalog_text(CATALOG.text.replace('COI1: ["1", "2"]', 'COI1: ["0", "1", "2"]'), "cloud2.yaml")
+    with pytest.raises(InputError, match="levelled under another lattice"):
+        api.run_levels(moved, queries, {"MessageLog": incoming}, out, store_url=store, spark=spark, available_now=True)
+
+
+def test_a_broken_record_stops_the_shepherd_before_any_processor_starts(spark, tmp_path, records) -> None:
+    from pyspark.errors import StreamingQueryException
+
+    incoming = tmp_path / "in"
+    feed(incoming, "part-0.jsonl", records[:5])
+    (incoming / "part-1.jsonl").write_text('{"ts": "2026-03-01T10:00:00Z"\n')  # not JSON
+    sends = 'SELECT ts, receiver FROM MessageLog WHERE msgType = "send"'
+    queries = [LevelQuery("a", "c1", sends), LevelQuery("b", "c2", sends)]
+    with pytest.raises(StreamingQueryException, match=r"broken record in stream MessageLog .*part-1\.jsonl"):
+        api.run_levels(CATALOG, queries, {"MessageLog": incoming}, tmp_path / "out",
+                       store_url=sqlite_url(tmp_path / "s.db"), spark=spark, available_now=True)
     assert not (tmp_path / "out").exists()

@@ -25,7 +25,8 @@ from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import RegisteredQuery
 from streamwarden.catalog.store import CatalogStore
 from streamwarden.engine.execute import build_job, check_inputs, replay_rows
-from streamwarden.engine.levels.processors import LevelProcessor, LevelQuery, start_processors
+from streamwarden.engine.levels.processors import LevelProcessor, LevelQuery, check_outside_output, start_processors
+from streamwarden.engine.levels.routing import SHEPHERD, route_tuples, shared_streams, start_shepherds
 from streamwarden.engine.session import get_spark
 from streamwarden.engine.sinks import check_replay_output, start_stream, write_replay
 from streamwarden.names import check_name, check_names
@@ -189,8 +190,12 @@ def run_levels(
     Queries of different security levels never share a stateful operator, a streaming
     query or a checkpoint; queries of one level share their processor. Every query is
     authorized before anything starts (a query above its user's clearance stops them
-    all). Rows of query ``q`` land in ``output_dir/q/``
-    (:func:`streamwarden.engine.levels.processors.read_query_output` reads them).
+    all). A stream that processors of two or more levels read is read once, by the
+    trusted shepherd's own streaming query, which levels its tuples for all of them
+    (:mod:`streamwarden.engine.levels.routing`); the shepherds come first in the list
+    returned (level ``_shepherd <stream>``, no queries). Rows of query ``q`` land in
+    ``output_dir/q/`` (:func:`streamwarden.engine.levels.processors.read_query_output`
+    reads them).
     """
     check_names("query id", [q.id for q in queries])  # they name folders under output_dir
     for q in queries:
@@ -202,15 +207,21 @@ def run_levels(
     rewritings = {q.id: authorize(catalog, q.user, q.query, level=q.level) for q in queries}
     for rewriting in rewritings.values():  # every query authorized first: a refusal stops them all
         _check_inputs(catalog, rewriting, inputs)
-    jobs = {}
-    for q in queries:
-        jobs[q.id] = build_job(session, catalog, rewritings[q.id], inputs, streaming=True, store_url=store.url,
-                               lateness=lateness, metrics_tag=f"_{q.id}")
     # Outside the output tree (a checkpoint holds raw tuples), one per output folder.
     key = hashlib.sha256(str(Path(output_dir).resolve()).encode()).hexdigest()[:16]
     checkpoints = store.home / "checkpoints" / f"levels-{key}"
-    return start_processors(session, jobs, queries, output_dir, checkpoints, trigger=trigger,
-                            available_now=available_now)
+    check_outside_output(checkpoints, output_dir)
+    shared = shared_streams(catalog, rewritings.values())
+    routed = {stream: route_tuples(checkpoints, catalog.streams[stream], catalog.lattice) for stream in shared}
+    jobs = {}
+    for q in queries:
+        jobs[q.id] = build_job(session, catalog, rewritings[q.id], inputs, streaming=True, store_url=store.url,
+                               lateness=lateness, metrics_tag=f"_{q.id}", routed=routed)
+    routes = start_shepherds(session, catalog, shared, inputs, checkpoints, trigger=trigger,
+                             available_now=available_now)
+    shepherds = [LevelProcessor(f"{SHEPHERD} {stream}", (), route.query) for stream, route in routes.items()]
+    return shepherds + start_processors(session, jobs, queries, output_dir, checkpoints, trigger=trigger,
+                                        available_now=available_now)
 
 
 def _check_inputs(catalog: Catalog, rewriting: Rewriting, inputs: Mapping[str, str | Path]) -> None:

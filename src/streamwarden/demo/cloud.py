@@ -87,8 +87,10 @@ def run_cloud_demo(workdir: Path, console: Console, *, minutes: float = 6.0) -> 
             p.stream.awaitTermination()
             if p.stream.exception():
                 raise RuntimeError(str(p.stream.exception()))
-        console.print(f"  file {part + 1}/{FILES}: {len(processors)} processors (one per level) in "
-                      f"{time.monotonic() - started:.1f} s")
+        shepherds = sum(1 for p in processors if not p.queries)
+        console.print(f"  file {part + 1}/{FILES}: {len(processors) - shepherds} processors (one per level)"
+                      + (f", fed by {shepherds} shepherd(s) reading the input once" if shepherds else "")
+                      + f", in {time.monotonic() - started:.1f} s")
     lattice = catalog.lattice
     assert isinstance(lattice, Lattice)
     levels = [lattice.company(r["sender"]) or lattice.top for r in audit.records]

@@ -26,7 +26,7 @@ from streamwarden.engine.actions import actions_frame
 from streamwarden.engine.columns import physical_name
 from streamwarden.engine.compiler import EVENT, POLICIES, Inputs, action_names, compile_graph
 from streamwarden.engine.levels.columns import ROW_LEVEL, level_text
-from streamwarden.engine.levels.shepherd import guarded
+from streamwarden.engine.levels.shepherd import guarded, routed_input
 from streamwarden.engine.plan_sql import quote as quoted_name
 from streamwarden.engine.shield.files import INVALID_UTF8
 from streamwarden.engine.shield.reader import shielded_input, unshielded_input
@@ -137,6 +137,7 @@ def read_relations(
     shepherd_counts: dict[str, DataFrame] | None = None,
     metrics_tag: str = "",
     unsecured: bool = False,
+    routed: Mapping[str, Path] | None = None,
 ) -> dict[str, DataFrame]:
     """One DataFrame per relation of ``plan`` (each stream read once), with physical names.
 
@@ -145,6 +146,10 @@ def read_relations(
     unsecured pipeline benchmarks compare against). With ``level`` (the lattice and the
     query's level) every stream passes the trusted shepherd before its watermark: only
     the tuples the level dominates, each with its ``level`` (counts go to ``shepherd_counts``).
+    A stream in ``routed`` (streaming, with ``level``) is read from the folder the
+    shepherd's own query writes its levelled tuples to (:mod:`streamwarden.engine.levels.routing`),
+    not from its input, unless the query counts it in a ``[ROWS n]`` window (which needs
+    the input's arrival order).
     """
     needed = {s.stream for s in sources(plan)}
     check_streams_given(catalog, needed, inputs)
@@ -168,6 +173,8 @@ def read_relations(
                                                                   ordered=ordered))
         elif name in counted:
             raw[name] = ordered_input(spark, stream, inputs[name], streaming=streaming)
+        elif routed and name in routed and streaming and level is not None:
+            raw[name] = routed_input(spark, stream, routed[name])
         else:
             raw[name] = read_input(spark, stream, inputs[name], streaming=streaming,
                                    max_files_per_trigger=max_files_per_trigger)
@@ -196,11 +203,13 @@ def build_job(
     max_files_per_trigger: int | None = None,
     metrics_tag: str = "",
     event_time: bool = False,
+    routed: Mapping[str, Path] | None = None,
 ) -> Job:
     """Read the inputs and compile each deployed graph of ``rewriting``.
 
     ``metrics_tag`` suffixes the names of its observed metrics, so several jobs can run in
-    one streaming query (a level's processor).
+    one streaming query (a level's processor); ``routed`` names the streams read from the
+    shepherd's query (see :func:`read_relations`).
 
     Authorized graphs only ever read the query's own inputs, so the relations of
     ``rewriting.plan`` are all there is to read.
@@ -217,7 +226,7 @@ def build_job(
     counts: dict[str, DataFrame] = {}
     frames = read_relations(spark, catalog, rewriting.plan, inputs, streaming=streaming, lateness=lateness,
                             max_files_per_trigger=max_files_per_trigger, shields=shields,
-                            level=level, shepherd_counts=counts, metrics_tag=metrics_tag)  # type: ignore[arg-type]
+                            level=level, shepherd_counts=counts, metrics_tag=metrics_tag, routed=routed)  # type: ignore[arg-type]
     names = sorted({a for g in graphs for a in action_names(g.root)})
     actions = actions_frame(spark, store_url, names, dict(catalog.actions)) if names else None
     context = Inputs(frames, actions, streaming, lattice, event_time)

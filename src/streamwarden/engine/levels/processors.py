@@ -3,7 +3,9 @@
 Queries of different levels never share a stateful operator, a Spark streaming query or
 a checkpoint: each level's queries run together in their own streaming query, with its
 own checkpoint and state, reading the inputs through their own level guard (so their
-own watermark). A failure, a restart or the state of one level cannot reach another.
+own watermark): from the input itself, or, for a stream that processors of several
+levels read, from the shepherd's levelled copy (:mod:`streamwarden.engine.levels.routing`),
+so that it is read and parsed once. A failure, a restart or the state of one level cannot reach another.
 Queries of the same level share their processor. Each query's rows land in
 ``DIR/<query id>/``, written once per micro-batch (idempotently: a retried batch
 overwrites its own folder), so users never see another query's columns.
@@ -51,7 +53,8 @@ class LevelQuery:
 
 @dataclass(frozen=True)
 class LevelProcessor:
-    """A running processor: the level, the ids of its queries and its Spark streaming query."""
+    """A running processor: the level, the ids of its queries and its Spark streaming query.
+    (``run_levels`` lists a stream's shepherd the same way: level ``_shepherd <stream>``, no queries.)"""
 
     level: str
     queries: tuple[str, ...]
@@ -68,9 +71,7 @@ def start_processors(spark: SparkSession, jobs: Mapping[str, Job], queries: Sequ
     query's output may see.
     """
     output = Path(output_dir)
-    if inside(checkpoints, output):
-        raise StreamwardenError(f"the level checkpoints {checkpoints} lie inside the output folder {output}: "
-                                "they hold raw tuples; put them elsewhere")
+    check_outside_output(checkpoints, output)
     by_level: dict[str, list[LevelQuery]] = {}
     for q in queries:
         by_level.setdefault(str(jobs[q.id].rewriting.level), []).append(q)
@@ -93,6 +94,14 @@ def start_processors(spark: SparkSession, jobs: Mapping[str, Job], queries: Sequ
         stream = start_writer(writer, spark)
         processors.append(LevelProcessor(level, tuple(q.id for q in members), stream))
     return processors
+
+
+def check_outside_output(checkpoints: str | Path, output_dir: str | Path) -> None:
+    """Refuse level checkpoints (and the shepherd's tuples beside them) inside the output
+    folder: they hold raw tuples, which no reader of one query's output may see."""
+    if inside(checkpoints, output_dir):
+        raise StreamwardenError(f"the level checkpoints {checkpoints} lie inside the output folder {output_dir}: "
+                                "they hold raw tuples; put them elsewhere")
 
 
 def _writer(output: Path, columns: Mapping[str, list[str]]) -> Callable[[DataFrame, int], None]:
@@ -119,4 +128,4 @@ def level_slug(level: str) -> str:
     return "_".join("bot" if p == "⊥" else "top" if p == "T" else re.sub(r"[^A-Za-z0-9]", "-", p) for p in parts)
 
 
-__all__ = ["LevelProcessor", "LevelQuery", "level_slug", "read_query_output", "start_processors"]
+__all__ = ["LevelProcessor", "LevelQuery", "check_outside_output", "level_slug", "read_query_output", "start_processors"]

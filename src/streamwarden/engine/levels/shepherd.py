@@ -13,12 +13,16 @@ invisible tuple can change neither what nor when a query at that level emits.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField
 
 from streamwarden.catalog.lattice import Lattice, Level, LevelSource
 from streamwarden.catalog.model import StreamDef
 from streamwarden.engine.levels.columns import shepherd_level, unknown_source, visible_at
+from streamwarden.engine.sources import catalog_schema
 
 LEVEL = "level"
 
@@ -30,6 +34,9 @@ def observation_name(stream: str, tag: str = "") -> str:
 def guarded(frame: DataFrame, stream: StreamDef, lattice: Lattice, level: Level, *,
             streaming: bool, tag: str = "") -> tuple[DataFrame, DataFrame | None]:
     """``frame`` with ``level`` and only the tuples ``level`` dominates, and the counts.
+    A ``frame`` that has a ``level`` column already comes from the shepherd's query
+    (:func:`~streamwarden.engine.levels.routing.routed_input`); the catalog allows no
+    attribute of that name in a levelled catalog.
 
     The tuples put at the top for an unknown source are counted: in a replay by the
     returned one-row frame (``tuples``, ``unknown_source``; a separate job, run only
@@ -39,7 +46,8 @@ def guarded(frame: DataFrame, stream: StreamDef, lattice: Lattice, level: Level,
     tuples (how many came from unknown sources, at the top) would describe data above it.
     """
     source = stream.level_source if isinstance(stream.level_source, LevelSource) else None
-    levelled = frame.withColumn(LEVEL, shepherd_level(source, lattice))
+    # Tuples the shepherd's own query has levelled (engine.levels.routing) come with theirs.
+    levelled = frame if LEVEL in frame.columns else frame.withColumn(LEVEL, shepherd_level(source, lattice))
     visible = levelled.filter(visible_at(F.col(LEVEL), level))
     metrics = [F.count(F.lit(1)).alias("tuples"),
                F.coalesce(F.sum(unknown_source(source, lattice, F.col(LEVEL)).cast("long")), F.lit(0))
@@ -49,4 +57,12 @@ def guarded(frame: DataFrame, stream: StreamDef, lattice: Lattice, level: Level,
     return visible, visible.agg(*metrics)
 
 
-__all__ = ["LEVEL", "guarded", "observation_name"]
+def routed_input(spark: SparkSession, stream: StreamDef, tuples: str | Path) -> DataFrame:
+    """The tuples the shepherd's query (:mod:`streamwarden.engine.levels.routing`) wrote for
+    ``stream`` under ``tuples``, as a stream: the catalog's columns and ``level``."""
+    schema = catalog_schema(stream).add(StructField(LEVEL, LongType(), True))
+    frame = spark.readStream.schema(schema).parquet(str(tuples))
+    return frame.select(*[n for n, _ in stream.schema], LEVEL)
+
+
+__all__ = ["LEVEL", "guarded", "observation_name", "routed_input"]
