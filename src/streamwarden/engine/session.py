@@ -220,7 +220,7 @@ def start_spark(settings: SparkSettings, app_name: str = "streamwarden") -> Spar
     shipped = package_zip() if settings.ships_package else None  # before Spark: a failure costs no start-up
     _worker_python(settings)
     builder = SparkSession.builder.master(settings.master).appName(app_name)
-    for key, value in with_operators(settings.conf).items():
+    for key, value in with_operators(settings.conf, settings.master).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("STREAMWARDEN_SPARK_LOG", "ERROR"))
@@ -229,10 +229,27 @@ def start_spark(settings: SparkSettings, app_name: str = "streamwarden") -> Spar
     return spark
 
 
-def with_operators(conf: Mapping[str, str]) -> dict[str, str]:
+#: Hadoop's local file system without a process per permission change or link lookup
+#: (``LocalFiles.java``): the same files, the same permissions, a third less wall time for
+#: a streaming query's micro-batches on this machine's file system.
+LOCAL_FILES = {"spark.hadoop.fs.file.impl": "streamwarden.jvm.LocalFiles$FileSystem",
+               "spark.hadoop.fs.AbstractFileSystem.file.impl": "streamwarden.jvm.LocalFiles$Fs"}
+
+
+def with_operators(conf: Mapping[str, str], master: str = DEFAULT_MASTER) -> dict[str, str]:
     """``conf`` with streamwarden's JVM operators (:mod:`streamwarden.engine.jvm`) on the
     driver's class path, where py4j finds them, and in ``spark.jars``, which ships them to
-    executors; a user's own jars in either setting stay."""
+    executors; a user's own jars in either setting stay.
+
+    On a master of this machine (``local[...]``, ``local-cluster[...]``, whose executors
+    also find the jar at the driver's path) the ``file`` scheme is :data:`LOCAL_FILES`,
+    unless ``conf`` names a file system for it.
+
+        >>> sorted(k for k in with_operators({}, "local[2]") if k.startswith("spark.hadoop.fs."))
+        ['spark.hadoop.fs.AbstractFileSystem.file.impl', 'spark.hadoop.fs.file.impl']
+        >>> [k for k in with_operators({}, "yarn") if k.startswith("spark.hadoop.fs.")]
+        []
+    """
     from streamwarden.engine.jvm import operators_jar
 
     jar = str(operators_jar())
@@ -240,6 +257,12 @@ def with_operators(conf: Mapping[str, str]) -> dict[str, str]:
     merged["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars", ""), jar]))
     merged["spark.driver.extraClassPath"] = os.pathsep.join(filter(None, [conf.get("spark.driver.extraClassPath", ""),
                                                                           jar]))
+    if _LOCAL.fullmatch(master) or _LOCAL_CLUSTER.fullmatch(master):
+        if not any(key in conf for key in LOCAL_FILES):
+            merged.update(LOCAL_FILES)
+        if _LOCAL_CLUSTER.fullmatch(master):  # a file system's class is loaded before spark.jars reach the executor
+            merged["spark.executor.extraClassPath"] = os.pathsep.join(
+                filter(None, [conf.get("spark.executor.extraClassPath", ""), jar]))
     return merged
 
 
