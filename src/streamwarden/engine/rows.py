@@ -88,10 +88,21 @@ def _agg(func: str, column: Column) -> Column:
     return {"count": F.count, "min": F.min, "max": F.max, "sum": F.try_sum, "avg": F.try_avg}[func](column)
 
 
+def flag(k: int) -> str:
+    """The column of a tuple's flag for the ``k``-th of ``RowsSpec.policy_ids``."""
+    return f"__f{k}"
+
+
 def replay_rows(frame: DataFrame, spec: RowsSpec) -> DataFrame:
     """The window's rows over a recorded input (``frame`` from :func:`prepared`)."""
     order = Window.orderBy(T, ARRIVAL)
     q = F.col(QUALIFIES)
+    if spec.policies:
+        # One boolean per policy: a qualifying tuple that policy authorized. Computed before the
+        # window, so that neither its sort nor its frames carry each tuple's array of names.
+        frame = frame.select(*[c for c in frame.columns if c != POLICIES],
+                             *[(q & F.array_contains(POLICIES, p)).alias(flag(k))
+                               for k, p in enumerate(spec.policy_ids)])
     if not spec.groups:
         window = order.rowsBetween(-(spec.n - 1), 0)
         aggs = [_agg(f, F.when(q, F.col(arg(i)))).over(window).alias(name)
@@ -109,7 +120,7 @@ def replay_rows(frame: DataFrame, spec: RowsSpec) -> DataFrame:
     aggs = [_agg(f, F.col(arg(i))).alias(name) for i, (name, f) in enumerate(zip(spec.names, spec.funcs))]
     parts = [lub_of_group(F.col(LEVEL_PART)).alias("_level")] if spec.levels else []
     if spec.policies:
-        parts += [F.bool_or(F.array_contains(POLICIES, p)).alias(f"__p{k}") for k, p in enumerate(spec.policy_ids)]
+        parts += [F.bool_or(F.col(flag(k))).alias(f"__p{k}") for k in range(len(spec.policy_ids))]
     grouped = held.groupBy(ARRIVING, *spec.groups).agg(*aggs, *parts)
     if spec.policies:
         grouped = grouped.withColumn(POLICIES, policy_array(spec.policy_ids, [F.col(f"__p{k}") for k in range(len(spec.policy_ids))]))
@@ -133,18 +144,16 @@ def _with_window_policies(frame: DataFrame, spec: RowsSpec, order: WindowSpec, a
     it authorized is among the last n. For a large n, per policy, the place of its latest such
     tuple so far is a running maximum (constant work per row), where collecting every window's
     policy arrays cost O(n) array work per row."""
-    q = F.col(QUALIFIES)
     if spec.n <= SMALL_WINDOW:
         # A few rows: one flag per policy over the aggregates' own frame, so Spark computes it
         # in the same Window operator (the running maximum below needs a second one, and row numbers).
         window = order.rowsBetween(-(spec.n - 1), 0)
-        flags = [F.coalesce(F.bool_or(q & F.array_contains(POLICIES, p)).over(window), F.lit(False))
-                 for p in spec.policy_ids]
+        flags = [F.coalesce(F.bool_or(F.col(flag(k))).over(window), F.lit(False))
+                 for k in range(len(spec.policy_ids))]
         return frame.select(F.col(T).alias("ts"), *aggs, *extra, policy_array(spec.policy_ids, flags).alias(POLICIES))
     numbered = frame.withColumn(RN, F.row_number().over(order))
     so_far = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    latest = [F.max(F.when(q & F.array_contains(POLICIES, p), F.col(RN))).over(so_far)
-              for p in spec.policy_ids]
+    latest = [F.max(F.when(F.col(flag(k)), F.col(RN))).over(so_far) for k in range(len(spec.policy_ids))]
     held = [F.coalesce(last > F.col(RN) - spec.n, F.lit(False)) for last in latest]
     return numbered.select(F.col(T).alias("ts"), *aggs, *extra, policy_array(spec.policy_ids, held).alias(POLICIES))
 
