@@ -173,7 +173,7 @@ class CostMeter:
         threads = thread_ticks(self.jvm_pid)
         self.listener_bus.waitUntilEmpty()
         jobs = list(jobs_since(self.store, mark.job))
-        kinds = _by_kind(mark.threads, threads)
+        kinds = cpu_by_kind(mark.threads, threads)
         kinds["ended threads"] = max((jvm_own - mark.jvm_own) - children - sum(kinds.values()), 0.0)
         kinds["child processes"] = children
         return Cost(wall_s=wall, cpu_s=tree - mark.tree, jvm_cpu_s=jvm_own - mark.jvm_own,
@@ -222,7 +222,7 @@ def spawned_processes(jvm_pid: int, work: Callable[[], None], every_s: float = 0
     return dict(sorted(counts.items(), key=lambda item: -item[1]))
 
 
-def _by_kind(before: dict[int, tuple[str, int]], after: dict[int, tuple[str, int]]) -> dict[str, float]:
+def cpu_by_kind(before: dict[int, tuple[str, int]], after: dict[int, tuple[str, int]]) -> dict[str, float]:
     """CPU seconds per kind of thread between two snapshots (threads alive at the second)."""
     ticks = os.sysconf("SC_CLK_TCK")
     kinds = {kind: 0.0 for kind, _ in THREAD_KINDS} | {"other": 0.0}
@@ -232,5 +232,5 @@ def _by_kind(before: dict[int, tuple[str, int]], after: dict[int, tuple[str, int
     return kinds
 
 
-__all__ = ["Cost", "CostMeter", "Mark", "THREAD_KINDS", "children_cpu_s", "driver_cpu_s", "own_cpu_s",
-           "python_workers", "spawned_processes"]
+__all__ = ["Cost", "CostMeter", "Mark", "THREAD_KINDS", "children_cpu_s", "cpu_by_kind", "driver_cpu_s", "own_cpu_s",
+           "python_workers", "spawned_processes", "thread_ticks"]

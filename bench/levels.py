@@ -14,11 +14,13 @@ tuple at the level of its sender; one user cleared for the top ``[T, T]``.
   and ``[RANGE d]`` windows of several sizes, secured at ``[T, T]`` and unsecured; ms
   per 1,000 input tuples.
 * Levels in use: ``run_levels`` with one continuous query per level for k = 1, 4, 16
-  distinct levels over the same input directory (``available_now``), one Spark
-  streaming query (processor) per level. Wall time until every processor has stopped,
-  CPU time (the Spark JVM, its Python workers and this driver process), peak memory
-  (process-tree RSS, JVM heap, the processors' state stores) and the per-level cost
-  from a fit ``cost(k) = a + b·k``; the target is a cost that grows linearly in k. The
+  distinct levels over the same, larger input directory (``available_now``), one Spark
+  streaming query (processor) per level, fed for k ≥ 2 by the shepherd's own query,
+  which reads and levels the input once. Wall time until every processor has stopped,
+  CPU time (the Spark JVM, its Python workers and this driver process; the JVM's task
+  threads and JIT compiler threads apart), peak memory (process-tree RSS, JVM heap, the
+  processors' state stores) and the per-level cost from a fit ``cost(k) = a + b·k``;
+  the targets: a cost that grows linearly in k, and 16 levels at most 4× one level. The
   control: as many queries at one level, which share one processor.
 
 Replay pipelines are measured as in experiment 3 (:mod:`bench.punctuation`): one
@@ -58,6 +60,7 @@ from streamwarden.security.passes import SecurityOptions, secure
 from streamwarden.security.rewrite.algorithm import AuthorizedGraph, Rewriting
 
 from bench.punctuation import Meter, Pipeline, Repetitions, measure, per_1000
+from bench.cost_meter import cpu_by_kind, thread_ticks
 from bench.spark_probe import jobs_since, last_job_id, process_tree_cpu_s
 from bench.stats import median, ratio
 from bench.workdir import scratch_dir
@@ -99,6 +102,10 @@ class Settings:
     window_reps: Repetitions = Repetitions(3, 5, 3.0)  # ROWS against RANGE
     warmup_per_configuration: bool = True
     level_counts: tuple[int, ...] = (1, 4, 16)
+    #: The input of the levels in use (None: the main input): large enough that reading and
+    #: parsing it, which the shepherd does once for every level, shows beside each
+    #: processor's fixed cost (planning its micro-batches, the JIT compiling Spark's code).
+    in_use_minutes: float | None = 200.0
     level_query: str = "per service"  # the query every processor runs, over range_window
     level_reps: int = 3  # rounds over level_counts (order alternates), medians kept
     shared_queries: int = 4  # the control: this many queries at one level, sharing one processor (0: none)
@@ -107,7 +114,7 @@ class Settings:
 
     @classmethod
     def quick(cls) -> "Settings":
-        return cls(minutes=3.0, rate_per_s=8.0, large_minutes=None, windows=(("count", 100), ("count", "1 min")),
+        return cls(minutes=3.0, rate_per_s=8.0, large_minutes=None, in_use_minutes=None, windows=(("count", 100), ("count", "1 min")),
                    reps=Repetitions(1, 1, 0.0), window_reps=Repetitions(1, 1, 0.0), warmup_per_configuration=False,
                    level_counts=(1, 2, 4), level_reps=1, shared_queries=2, warm_up=False)
 
@@ -397,6 +404,8 @@ class Experiment:
         self.large = (generate(workdir / "MessageLog-large", settings, settings.large_minutes)
                       if settings.large_minutes else self.work)
         self.inputs = {STREAM: self.work.folder}
+        self.in_use = (generate(workdir / "MessageLog-in-use", settings, settings.in_use_minutes)
+                       if settings.in_use_minutes else self.work)
 
     def rewrite(self, query: str, level: str) -> Rewriting:
         return secure(self.work.catalog, USER, query, SecurityOptions(level=level))
@@ -459,9 +468,11 @@ class Experiment:
         mark = spark_jobs.mark()
         rss_before = tree_rss_bytes(os.getpid())
         cpu0, jvm0, driver0 = process_tree_cpu_s(os.getpid()), process_tree_cpu_s(self.meter.pid), driver_cpu_s()
+        threads0 = thread_ticks(self.meter.pid)
         start = time.perf_counter()
         with MemorySampler(os.getpid(), heap, self.settings.sample_period_s) as sampler:
-            processors = run_levels(self.work.catalog, self.level_queries(levels), self.inputs, folder / "out",
+            processors = run_levels(self.in_use.catalog, self.level_queries(levels), {STREAM: self.in_use.folder},
+                                    folder / "out",
                                     store_url=sqlite_url(folder / "store.db"), spark=self.spark,
                                     available_now=True)
             started = time.perf_counter()
@@ -470,12 +481,15 @@ class Experiment:
             wall = time.perf_counter() - start
         cpu = process_tree_cpu_s(os.getpid()) - cpu0
         jvm = process_tree_cpu_s(self.meter.pid) - jvm0
+        by_kind = cpu_by_kind(threads0, thread_ticks(self.meter.pid))
         driver = driver_cpu_s() - driver0
         totals = progress_totals([p.stream for p in processors])
         jobs, tasks = spark_jobs.since(mark)
         shutil.rmtree(folder, ignore_errors=True)
         return {
-            "queries": len(levels), "processors": len(processors), "wall_s": wall, "start_s": started - start,
+            "queries": len(levels), "processors": sum(1 for p in processors if p.queries),
+            "shepherds": sum(1 for p in processors if not p.queries), "wall_s": wall, "start_s": started - start,
+            "task_cpu_s": by_kind["tasks"], "jit_cpu_s": by_kind["JIT"],
             "cpu_s": cpu, "jvm_cpu_s": jvm, "driver_cpu_s": driver, "peak_rss_bytes": sampler.peak_rss_bytes,
             "rss_before_bytes": rss_before, "peak_heap_bytes": heap.peak(),
             "live_heap_bytes": sampler.peak_live_heap_bytes, "heap_before_bytes": heap_before,
@@ -486,8 +500,8 @@ class Experiment:
         """k = each of ``level_counts`` levels, one query (and processor) each; and the control:
         ``shared_queries`` queries at one level, sharing one processor."""
         s = self.settings
-        candidates = level_candidates(self.work.lattice)
-        visible = {str(level): len(self.work.visible(level)) for level in candidates}
+        candidates = level_candidates(self.in_use.lattice)
+        visible = {str(level): len(self.in_use.visible(level)) for level in candidates}
         chosen = {k: spread_levels(visible, candidates, k) for k in s.level_counts}
         shared = [chosen[min(s.level_counts)][0]] * s.shared_queries  # the median level, repeated
         if s.warm_up:  # JIT, streaming classes, with a few processors at once
@@ -525,7 +539,8 @@ def _level_point(k: int, runs: list[dict[str, Any]], levels: Sequence[Level], vi
     point: dict[str, Any] = {"k": k, "queries": len(levels), "levels": [str(level) for level in levels],
                              "visible_tuples": sum(visible[str(level)] for level in levels),
                              "processors": runs[0]["processors"], "runs": runs}
-    for metric in (*LEVEL_METRICS, "start_s", "batches", "state_rows", "jobs", "tasks"):
+    for metric in (*LEVEL_METRICS, "start_s", "batches", "state_rows", "jobs", "tasks", "task_cpu_s", "jit_cpu_s",
+                   "shepherds"):
         point[metric] = median([float(r[metric]) for r in runs])
     phases = sorted({phase for r in runs for phase in r["phases_ms"]})
     point["phases_ms"] = {phase: median([float(r["phases_ms"].get(phase, 0)) for r in runs]) for phase in phases}
@@ -592,7 +607,7 @@ def _run(x: Experiment) -> dict[str, Any]:
     visible = {level: len(x.work.visible(level)) for level in levels}
     return {
         "settings": s.as_dict(),
-        "data": {"tuples": x.work.tuples, "classes": {name: list(m) for name, m in CLASSES},
+        "data": {"tuples": x.work.tuples, "in_use_tuples": x.in_use.tuples, "classes": {name: list(m) for name, m in CLASSES},
                  "lattice_levels": sum(1 for _ in x.work.lattice.levels()), "visible": visible,
                  "senders": _senders(x.work.records),
                  "jvm_max_heap_bytes": jvm_max_heap_bytes(x.spark)},

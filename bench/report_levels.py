@@ -167,8 +167,9 @@ def _order(p: dict[str, Any]) -> float:
 
 
 def _in_use_row(label: str, p: dict[str, Any]) -> tuple[object, ...]:
-    return (label, p["queries"], p["processors"], _num(p["visible_tuples"]), f"{p['wall_s']:.1f}",
-            f"{p['start_s']:.1f}", f"{p['cpu_s']:.1f}", f"{p['jvm_cpu_s']:.1f}", f"{p['driver_cpu_s']:.1f}",
+    return (label, p["queries"], p["processors"], _num(p.get("shepherds", 0)), _num(p["visible_tuples"]),
+            f"{p['wall_s']:.1f}", f"{p['start_s']:.1f}", f"{p['cpu_s']:.1f}", f"{p['jvm_cpu_s']:.1f}",
+            f"{p.get('task_cpu_s', math.nan):.1f}", f"{p.get('jit_cpu_s', math.nan):.1f}", f"{p['driver_cpu_s']:.1f}",
             f"{p['cpu_s'] / p['queries']:.2f}", _num(p["batches"]), f"{_num(p['jobs'])} / {_num(p['tasks'])}",
             _mib(p["peak_rss_bytes"]),
             _mib(p["peak_heap_bytes"]), _mib(p["live_heap_bytes"]), _unit(p["state_bytes"], "KiB"))
@@ -192,16 +193,19 @@ def _in_use(lv: dict[str, Any]) -> list[str]:
     shared = shared if isinstance(shared, dict) else None  # null (NaN once reloaded): not measured
     out = ["### Levels in use: one processor per level (continuous runs)", "",
            f"`run_levels` with one query per level, `{in_use['query']}`, over the same input folder "
-           f"({_num(lv['data']['tuples'])} tuples, one file, `available_now`): one Spark streaming query per level, "
-           "started one after the other on the one session, each reading the whole input through its own level "
-           "guard and writing through `foreachBatch`. The levels are those with a company or T in both classes "
+           f"({_num(lv['data'].get('in_use_tuples', lv['data']['tuples']))} tuples, one file, `available_now`): one "
+           "Spark streaming query per level, started one after the other on the one session, each reading through "
+           "its own level guard and writing through `foreachBatch`. With two or more levels the trusted shepherd's "
+           "own streaming query reads and parses the input once, levels each tuple and writes them as Parquet, "
+           "which the processors read (*shepherds*); one processor alone reads the input itself. The levels are those with a company or T in both classes "
            "(16), sorted by how many tuples each sees and picked evenly from that order, so the mean work per "
            f"processor is about the same for every k. {cfg['level_reps']} run(s) per k (order alternating), "
            "medians" + (", after one warm-up run" if cfg.get("warm_up", True) else "") + ". *Wall*: from "
            "`run_levels` until every processor has stopped (*start*: the `run_levels` call itself: authorizing, "
            "compiling and starting each processor). *CPU*: user + system time of this process and its children "
-           "(the Spark JVM and its Python workers); *JVM* is the JVM tree alone, *driver* this Python process "
-           "(planning, `foreachBatch`). *Peak RSS*: the process tree's resident memory, sampled every "
+           "(the Spark JVM and its Python workers); *JVM* is the JVM tree alone, of which Spark's *task* threads "
+           "and the HotSpot *JIT* compiler threads (compiling Spark's own code as each new plan exercises it), "
+           "*driver* this Python process (planning, `foreachBatch`). *Peak RSS*: the process tree's resident memory, sampled every "
            f"{cfg['sample_period_s']:g} s ({_rss_text(lv['data'])}); *peak "
            "heap*: the JVM heap pools' peak after a GC (young garbage included); *heap after GC*: the most the "
            "heap held right after a collection during the run; *state*: the state stores' memory in each "
@@ -212,8 +216,8 @@ def _in_use(lv: dict[str, Any]) -> list[str]:
     rows = [_in_use_row(f"{p['k']} level(s)", p) for p in points]
     if shared:
         rows.append(_in_use_row(f"control: {shared['queries']} queries, 1 level", shared))
-    out.append(_table(["levels in use", "queries", "processors", "visible tuples (sum)", "wall s", "start s",
-                       "CPU s", "JVM CPU s", "driver CPU s", "CPU s per query", "micro-batches", "Spark jobs / tasks",
+    out.append(_table(["levels in use", "queries", "processors", "shepherds", "visible tuples (sum)", "wall s",
+                       "start s", "CPU s", "JVM CPU s", "of which tasks", "of which JIT", "driver CPU s", "CPU s per query", "micro-batches", "Spark jobs / tasks",
                        "peak RSS MiB",
                        "peak heap MiB", "heap after GC MiB", "state KiB"], rows))
     out += ["", "Fits `cost(k) = a + b·k` over the medians (b: the cost of one more level). *Slope growth*: the "
