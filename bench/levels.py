@@ -15,7 +15,7 @@ tuple at the level of its sender; one user cleared for the top ``[T, T]``.
   per 1,000 input tuples.
 * Levels in use: ``run_levels`` with one continuous query per level for k = 1, 4, 16
   distinct levels over the same, larger input directory (``available_now``), one Spark
-  streaming query (processor) per level, fed for k ≥ 2 by the shepherd's own query,
+  streaming query (processor) per level, fed by the shepherd's own query,
   which reads and levels the input once. Wall time until every processor has stopped,
   CPU time (the Spark JVM, its Python workers and this driver process; the JVM's task
   threads and JIT compiler threads apart), peak memory (process-tree RSS, JVM heap, the

@@ -354,7 +354,7 @@ def _processor_notes(lv: dict[str, Any]) -> list[str]:
     notes.append(
         f"One processor per level costs about {fits['cpu_s']['b']:.1f} s of CPU time per level here, by least "
         f"squares over k = {', '.join(str(p['k']) for p in points)}{compared}: every processor reads its input "
-        "(with two or more levels, the shepherd's Parquet: the input itself is parsed once), plans each of its "
+        "(the shepherd's Parquet: the input itself is parsed once), plans each of its "
         "micro-batches "
         f"({100 * planning:.0f} % of the summed trigger time at k = {last['k']}), checkpoints its offsets and state, "
         f"and writes through its own `foreachBatch`. `run_levels` authorizes and compiles every query "

@@ -82,10 +82,10 @@ def test_levels_run_in_their_own_processors_and_each_sees_what_it_would_alone(sp
     for p in processors:
         p.stream.awaitTermination()
     assert {p.level: p.queries for p in processors} == {
-        "[1, ⊥]": ("one", "one_sends"), "[2, ⊥]": ("two",), "[T, ⊥]": ("audit",)}
+        "_shepherd MessageLog": (), "[1, ⊥]": ("one", "one_sends"), "[2, ⊥]": ("two",), "[T, ⊥]": ("audit",)}
     (root,) = (tmp_path / "checkpoints").iterdir()  # next to the store, not in the output tree
     checkpoints = {p.name for p in root.iterdir()}
-    assert checkpoints == {"1_bot", "2_bot", "top_bot"}  # nothing shared between levels
+    assert checkpoints == {"_shepherd", "1_bot", "2_bot", "top_bot"}  # nothing shared between levels
     assert not (tmp_path / "out" / "_checkpoints").exists()
     for q in queries:
         alone = api.replay(CATALOG, q.user, q.query, {"MessageLog": incoming}, spark=spark, level=q.level)
@@ -127,11 +127,10 @@ def test_processors_of_several_levels_share_one_read_through_the_shepherd(spark,
     assert {p.name for p in root.iterdir()} == {"_shepherd", "1_bot", "2_bot", "top_top"}
     tuples = spark.read.parquet(str(root / "_shepherd" / "MessageLog" / "tuples"))
     assert tuples.count() == len(records)  # each tuple levelled once, for every processor
-    for q in queries:  # each alone in its processor, reading the input itself (no shepherd for one level)
-        processors = api.run_levels(CATALOG, [q], {"MessageLog": incoming}, tmp_path / "alone", store_url=store,
-                                    spark=spark, available_now=True)
-        assert [p.level for p in processors] == [processors[0].level] and "_shepherd" not in processors[0].level
-        processors[0].stream.awaitTermination()
+    for q in queries:  # each alone, in one run over the whole input
+        for p in api.run_levels(CATALOG, [q], {"MessageLog": incoming}, tmp_path / "alone", store_url=store,
+                                spark=spark, available_now=True):
+            p.stream.awaitTermination()
         alone = read_query_output(spark, tmp_path / "alone", q.id)
         assert alone and comparable(read_query_output(spark, out, q.id)) == comparable(alone)
     alone = api.replay(CATALOG, "c1", sends, {"MessageLog": incoming}, spark=spark)
@@ -155,3 +154,16 @@ def test_a_broken_record_stops_the_shepherd_before_any_processor_starts(spark, t
         api.run_levels(CATALOG, queries, {"MessageLog": incoming}, tmp_path / "out",
                        store_url=sqlite_url(tmp_path / "s.db"), spark=spark, available_now=True)
     assert not (tmp_path / "out").exists()
+
+
+def test_which_streams_the_shepherd_reads_does_not_depend_on_the_levels_in_use() -> None:
+    """A processor's checkpoint remembers the files of the folder it read: a stream must not
+    move between the input and the shepherd's folder when other levels' queries come or go."""
+    from streamwarden.engine.levels.routing import shared_streams
+
+    def routed(*pairs: tuple[str, str]) -> set[str]:
+        return shared_streams(CATALOG, [api.authorize(CATALOG, user, query) for user, query in pairs])
+
+    plain, counted = "SELECT ts FROM MessageLog", "SELECT COUNT(*) FROM MessageLog [ROWS 5]"
+    assert routed(("c1", plain)) == routed(("c1", plain), ("c2", plain)) == {"MessageLog"}
+    assert routed(("c1", counted), ("c2", counted)) == set()  # a [ROWS n] window reads the input's order

@@ -3,9 +3,9 @@
 Queries of different levels never share a stateful operator, a Spark streaming query or
 a checkpoint: each level's queries run together in their own streaming query, with its
 own checkpoint and state, reading the inputs through their own level guard (so their
-own watermark): from the input itself, or, for a stream that processors of several
-levels read, from the shepherd's levelled copy (:mod:`streamwarden.engine.levels.routing`),
-so that it is read and parsed once. A failure, a restart or the state of one level cannot reach another.
+own watermark): for a stream read as it is, from the shepherd's levelled copy
+(:mod:`streamwarden.engine.levels.routing`), so that it is read and parsed once. A
+failure, a restart or the state of one level cannot reach another.
 Queries of the same level share their processor. Each query's rows land in
 ``DIR/<query id>/``, written once per micro-batch (idempotently: a retried batch
 overwrites its own folder), so users never see another query's columns.

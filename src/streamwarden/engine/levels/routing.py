@@ -2,7 +2,7 @@
 
 Without it, every level processor reads and parses each input again and levels every
 tuple itself, so k levels in use cost k parses of everything. With it (``run_levels``
-starts it for each stream that processors of two or more levels read), the trusted
+starts it for each stream its processors read as it is), the trusted
 shepherd reads and checks the stream once, gives each tuple its level
 (:func:`shepherd_level`) and writes the tuples as Parquet, into a private folder beside
 the processors' checkpoints: like a checkpoint, it holds tuples of every level, so no
@@ -91,18 +91,19 @@ def route_tuples(root: str | Path, stream: StreamDef, lattice: Lattice) -> Path:
 
 
 def shared_streams(catalog: Catalog, rewritings: Iterable[Rewriting]) -> set[str]:
-    """The streams worth one shepherd: read as they are (neither punctuated, whose shield
-    reads them, nor counted by a ``[ROWS n]`` window, which needs the input's arrival
-    order) by queries of two or more levels."""
+    """The streams the shepherd's query reads for the processors: every stream some query
+    reads as it is (neither punctuated, whose shield reads it, nor counted by a ``[ROWS n]``
+    window, which needs the input's arrival order).
+
+    It does not depend on how many levels are in use: a processor's checkpoint remembers
+    which files of which folder it has read, so a stream must not move between the input
+    and the shepherd's folder when queries of other levels come or go (it would be read
+    again from the start)."""
     if catalog.lattice is None:
         return set()
-    levels: dict[str, set[str]] = {}
-    for rewriting in rewritings:
-        for source in sources(rewriting.plan):
-            counted = source.window is not None and source.window.kind == "rows"
-            if not counted and not catalog.streams[source.stream].punctuated:
-                levels.setdefault(source.stream, set()).add(str(rewriting.level))
-    return {stream for stream, seen in levels.items() if len(seen) >= 2}
+    return {source.stream for rewriting in rewritings for source in sources(rewriting.plan)
+            if not (source.window is not None and source.window.kind == "rows")
+            and not catalog.streams[source.stream].punctuated}
 
 
 def start_shepherds(spark: SparkSession, catalog: Catalog, streams: Iterable[str], inputs: Mapping[str, str | Path],
