@@ -139,7 +139,7 @@ def _parquet(spark: SparkSession, stream: StreamDef, path: str, streaming: bool,
     # are read as they are, so Spark prunes the ones the query does not use and pushes the
     # query's filters on them into the Parquet reader.
     # A Parquet file keeps its rows' order: the row's index in its file is its place in arrival order.
-    place = [arrival_place(F.lit(None), F.col("_metadata.file_path"), F.col("_metadata.row_index") + 1)] if arrival else []
+    place = [arrival_place(F.lit(None), F.col(FILE_PATH), F.col("_metadata.row_index") + 1)] if arrival else []
     file_types = {f.name: f.dataType for f in frame.schema.fields}
     cast = [n for n, t in stream.schema if file_types.get(n) != _parse_datatype_string(SPARK_TYPES[t])]
     typed = frame.select(*[F.col(n).try_cast(SPARK_TYPES[t]).alias(n) if n in cast else F.col(n)

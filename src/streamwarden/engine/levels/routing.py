@@ -4,7 +4,7 @@ Without it, every level processor reads and parses each input again and levels e
 tuple itself, so k levels in use cost k parses of everything. With it (``run_levels``
 starts it for each stream its processors read as it is), the trusted
 shepherd reads and checks the stream once, gives each tuple its level
-(:func:`shepherd_level`) and writes the tuples as Parquet, into a private folder beside
+(:func:`~streamwarden.engine.levels.shepherd.with_level`) and writes the tuples as Parquet, into a private folder beside
 the processors' checkpoints: like a checkpoint, it holds tuples of every level, so no
 user's output folder may contain it. A processor reads it through Spark's file source
 (:func:`~streamwarden.engine.levels.shepherd.routed_input`), which takes only the files
@@ -31,13 +31,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from streamwarden.catalog.lattice import Lattice, LevelSource
+from streamwarden.catalog.lattice import Lattice
 from streamwarden.catalog.model import Catalog, StreamDef
-from streamwarden.engine.levels.columns import shepherd_level
-from streamwarden.engine.levels.shepherd import LEVEL
+from streamwarden.engine.levels.shepherd import with_level
 from streamwarden.engine.sinks import start_writer, stream_writer
 from streamwarden.engine.sources import read_input
 from streamwarden.errors import InputError
@@ -121,7 +120,7 @@ def start_shepherds(spark: SparkSession, catalog: Catalog, streams: Iterable[str
     for name in sorted(set(streams)):
         stream = catalog.streams[name]
         folder, tuples = route_folder(root, name), route_tuples(root, stream, lattice)
-        levelled = _levelled(read_input(spark, stream, inputs[name], streaming=True), stream, lattice)
+        levelled = with_level(read_input(spark, stream, inputs[name], streaming=True), stream, lattice)
         writer = (stream_writer(levelled, folder / "checkpoint", trigger=trigger, available_now=available_now,
                                 query_name=f"streamwarden shepherd {name}")
                   .format("parquet").option("path", str(tuples)))
@@ -130,11 +129,6 @@ def start_shepherds(spark: SparkSession, catalog: Catalog, streams: Iterable[str
         for route in routes.values():
             route.query.awaitTermination()
     return routes
-
-
-def _levelled(frame: DataFrame, stream: StreamDef, lattice: Lattice) -> DataFrame:
-    source = stream.level_source if isinstance(stream.level_source, LevelSource) else None
-    return frame.withColumn(LEVEL, shepherd_level(source, lattice))
 
 
 __all__ = ["SHEPHERD", "Route", "route_folder", "route_tuples", "shared_streams", "start_shepherds"]

@@ -31,6 +31,16 @@ def observation_name(stream: str, tag: str = "") -> str:
     return f"levels_{stream}{tag}"
 
 
+def level_source(stream: StreamDef) -> LevelSource | None:
+    """Where the levels of ``stream``'s tuples come from (None: every tuple is at the top)."""
+    return stream.level_source if isinstance(stream.level_source, LevelSource) else None
+
+
+def with_level(frame: DataFrame, stream: StreamDef, lattice: Lattice) -> DataFrame:
+    """``frame`` with ``level``: each tuple's level as the shepherd gives it."""
+    return frame.withColumn(LEVEL, shepherd_level(level_source(stream), lattice))
+
+
 def guarded(frame: DataFrame, stream: StreamDef, lattice: Lattice, level: Level, *,
             streaming: bool, tag: str = "") -> tuple[DataFrame, DataFrame | None]:
     """``frame`` with ``level`` and only the tuples ``level`` dominates, and the counts.
@@ -45,9 +55,9 @@ def guarded(frame: DataFrame, stream: StreamDef, lattice: Lattice, level: Level,
     the level dominates: whoever reads them runs at that level, and a count of invisible
     tuples (how many came from unknown sources, at the top) would describe data above it.
     """
-    source = stream.level_source if isinstance(stream.level_source, LevelSource) else None
+    source = level_source(stream)
     # Tuples the shepherd's own query has levelled (engine.levels.routing) come with theirs.
-    levelled = frame if LEVEL in frame.columns else frame.withColumn(LEVEL, shepherd_level(source, lattice))
+    levelled = frame if LEVEL in frame.columns else with_level(frame, stream, lattice)
     visible = levelled.filter(visible_at(F.col(LEVEL), level))
     metrics = [F.count(F.lit(1)).alias("tuples"),
                F.coalesce(F.sum(unknown_source(source, lattice, F.col(LEVEL)).cast("long")), F.lit(0))
@@ -65,4 +75,4 @@ def routed_input(spark: SparkSession, stream: StreamDef, tuples: str | Path) -> 
     return frame.select(*[n for n, _ in stream.schema], LEVEL)
 
 
-__all__ = ["LEVEL", "guarded", "observation_name", "routed_input"]
+__all__ = ["LEVEL", "guarded", "level_source", "observation_name", "routed_input", "with_level"]
