@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.suite.experiment import statistic
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -42,8 +44,7 @@ def _number(value: float | None) -> str:
 
 
 def _median(runs: Sequence[dict[str, Any]], key: str) -> float:
-    values = [float(r[key]) for r in runs if r.get(key) is not None]
-    return statistics.median(values) if values else math.nan
+    return statistic(runs, key, "median")
 
 
 def _groups(results: dict[str, Any]) -> list[str]:
@@ -58,7 +59,6 @@ def markdown(results: dict[str, Any], plots: Sequence[str] = ()) -> str:
     """The report's text: what ran where, the table, the targets, the notes and the plots."""
     machine, versions = results["machine"], results["versions"]
     reference = results.get("reference")
-    per_core = results.get("per_core")
     load = results.get("load_average")
     lines = [f"# {results['title']}", "",
              f"`{results['command']}` — {results['when']}, "
@@ -73,6 +73,29 @@ def markdown(results: dict[str, Any], plots: Sequence[str] = ()) -> str:
              f"Java {versions.get('java')}",
              f"- **Workload**: {results['workload']}: "
              + ", ".join(f"{k} {v:,}" for k, v in results["facts"].items()), ""]
+    lines += _default_table(results) if not results.get("tables") else []
+    for table in results.get("tables") or ():
+        lines += _table(results, table)
+    if reference:
+        lines += ["", f"{reference['label']}: {reference['source']}."]
+    if results["targets"]:
+        met = sum(t["met"] is True for t in results["targets"])
+        judged = sum(t["met"] is not None for t in results["targets"])
+        lines += ["", f"## Targets ({met} of {judged} met)", "", "| target | measured | verdict |", "|---|---|---|"]
+        lines += [f"| {t['text']} | {t['measured']} | {_VERDICT[t['met']]} |" for t in results["targets"]]
+    if results.get("observations"):
+        lines += ["", "## Observations", ""] + [f"- {note}" for note in results["observations"]]
+    if results.get("notes"):
+        lines += ["", "## How it was measured", ""] + [f"- {note}" for note in results["notes"]]
+    if plots:
+        lines += [""] + [f"![{Path(p).stem}]({Path(p).name})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def _default_table(results: dict[str, Any]) -> list[str]:
+    """A line per pipeline: times, rows per second, rows out, per-core figures, self-reported times."""
+    per_core, reference = results.get("per_core"), results.get("reference")
+    lines: list[str] = []
     present = [(k, t) for k, t in SELF_REPORTED if any(k in r for p in results["pipelines"] for r in p["runs"])]
     header = ["", "pipeline", "wall s", "CPU s", "rows in/s", "rows in/CPU s", "rows out"]
     job_core = per_core and any("per_core_job" in r for p in results["pipelines"] for r in p["runs"])
@@ -103,18 +126,57 @@ def markdown(results: dict[str, Any], plots: Sequence[str] = ()) -> str:
             row += [_number(_median(runs, key)) for key, _ in present]
             lines.append("| " + " | ".join(row) + " |")
             first = False
-    if reference:
-        lines += ["", f"{reference['label']}: {reference['source']}."]
-    if results["targets"]:
-        met = sum(t["met"] is True for t in results["targets"])
-        judged = sum(t["met"] is not None for t in results["targets"])
-        lines += ["", f"## Targets ({met} of {judged} met)", "", "| target | measured | verdict |", "|---|---|---|"]
-        lines += [f"| {t['text']} | {t['measured']} | {_VERDICT[t['met']]} |" for t in results["targets"]]
-    if results.get("notes"):
-        lines += ["", "## How it was measured", ""] + [f"- {note}" for note in results["notes"]]
-    if plots:
-        lines += [""] + [f"![{Path(p).stem}]({Path(p).name})" for p in plots]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _coordinates(pipeline: dict[str, Any]) -> dict[str, Any]:
+    return {"group": pipeline["group"], "variant": pipeline["variant"], **pipeline.get("params", {})}
+
+
+def _at(results: dict[str, Any], where: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for p in results["pipelines"] if all(_coordinates(p).get(k) == v for k, v in where.items())]
+
+
+def _keyed(pipelines: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """``pipelines`` by their values of the coordinates ``names``, in order of first appearance."""
+    keyed: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for pipeline in pipelines:
+        at = _coordinates(pipeline)
+        keyed.setdefault(tuple(at.get(name) for name in names), []).append(pipeline)
+    return keyed
+
+
+def cell(members: Sequence[dict[str, Any]], column: dict[str, Any]) -> float:
+    """The value of ``column`` (a :class:`~bench.suite.experiment.Column` as stored) among ``members``,
+    the pipelines of one table row or plot point: NaN when its pipeline is missing or ambiguous."""
+
+    def one(variant: str | None) -> dict[str, Any] | None:
+        chosen = [p for p in members if variant is None or p["variant"] == variant]
+        return chosen[0] if len(chosen) == 1 else None
+
+    pipeline = one(column["variant"])
+    if pipeline is None:
+        return math.nan
+    value = statistic(pipeline["runs"], column["metric"], column["stat"])
+    if column["over"] is not None:
+        below = one(column["over"])
+        denominator = statistic(below["runs"], column["metric"], column["stat"]) if below else math.nan
+        value = value / denominator if denominator not in (0.0,) else math.nan
+    return value * column["scale"]
+
+
+def _table(results: dict[str, Any], table: dict[str, Any]) -> list[str]:
+    rows = _keyed(_at(results, table["where"]), table["rows"])
+    header = [*table["rows"], *(c["title"] for c in table["columns"])]
+    lines = ["", f"### {table['title']}", ""] + ([table["text"], ""] if table["text"] else [])
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for key, members in rows.items():
+        values = [f"{v:,}" if isinstance(v, int) else _number(v) if isinstance(v, float) else str(v) for v in key]
+        for column in table["columns"]:
+            value = cell(members, column)
+            values.append(_number(value) + (column["unit"] if not math.isnan(value) else ""))
+        lines.append("| " + " | ".join(values) + " |")
+    return lines
 
 
 def _bars(results: dict[str, Any], metric: str, ylabel: str, path: Path, *, log: bool = False) -> None:
@@ -161,15 +223,67 @@ def _bars(results: dict[str, Any], metric: str, ylabel: str, path: Path, *, log:
     plt.close(fig)
 
 
+def _declared_plot(results: dict[str, Any], plot: dict[str, Any], path: Path) -> None:
+    """A declared :class:`~bench.suite.experiment.Plot`: ``y`` against ``x``, one series per ``series`` key."""
+    column = plot["y"]
+    ratio = column["over"] is not None
+    series = _keyed(_at(results, plot["where"]), plot["series"])
+    fig, ax = plt.subplots(figsize=(8.0, 4.5))
+    xs_all = [_coordinates(p).get(plot["x"]) for members in series.values() for p in members]
+    numeric = all(isinstance(x, (int, float)) for x in xs_all)
+    categories = list(dict.fromkeys(xs_all))
+    width = 0.8 / max(1, len(series))
+    for s_index, (key, members) in enumerate(series.items()):
+        points = _keyed(members, (plot["x"],))
+        xs, ys, low, high = [], [], [], []
+        for (x,), at_x in points.items():
+            value = cell(at_x, column)
+            if math.isnan(value):
+                continue
+            position = x if numeric and plot["kind"] == "lines" else categories.index(x)
+            xs.append(position + (s_index * width if plot["kind"] == "bars" else 0))
+            ys.append(value)
+            chosen = [p for p in at_x if column["variant"] is None or p["variant"] == column["variant"]]
+            spread = [] if ratio or len(chosen) != 1 else [float(r[column["metric"]]) * column["scale"]
+                                                             for r in chosen[0]["runs"]
+                                                             if r.get(column["metric"]) is not None]
+            low.append(value - min(spread) if spread else 0.0)
+            high.append(max(spread) - value if spread else 0.0)
+        label = ", ".join(str(k) for k in key if k not in ("", None)) or column["title"]
+        if plot["kind"] == "bars":
+            ax.bar(xs, ys, width, yerr=[low, high], capsize=2, label=label)
+        else:
+            ax.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=2, label=label)
+    if plot["kind"] == "bars" or not numeric:
+        offset = 0.4 - width / 2 if plot["kind"] == "bars" else 0.0
+        ax.set_xticks([i + offset for i in range(len(categories))], labels=[str(c) for c in categories])
+    if plot["log"]:
+        ax.set_yscale("log")
+    if plot.get("log_x") and numeric and plot["kind"] == "lines":
+        ax.set_xscale("log")
+    ax.set_xlabel(plot["x"])
+    ax.set_ylabel(column["title"] + (column["unit"] if ratio else ""))
+    ax.set_title(plot["title"], fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
 def render(results: dict[str, Any], out_dir: Path) -> list[Path]:
     """Write ``<name>.md`` and its PNG plots into ``out_dir``; returns the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     name = results["experiment"]
-    plots = [out_dir / f"{name}_rows_per_s.png"]
-    _bars(results, "rows_per_s", "rows in per second", plots[0])
-    if results.get("per_core"):
-        plots.append(out_dir / f"{name}_per_core.png")
-        _bars(results, "per_core", f"{results['per_core']} per second per core", plots[-1], log=True)
+    plots = []
+    for plot in results.get("plots") or ():
+        plots.append(out_dir / f"{name}_{plot['name']}.png")
+        _declared_plot(results, plot, plots[-1])
+    if not results.get("plots"):
+        plots.append(out_dir / f"{name}_rows_per_s.png")
+        _bars(results, "rows_per_s", "rows in per second", plots[0])
+        if results.get("per_core"):
+            plots.append(out_dir / f"{name}_per_core.png")
+            _bars(results, "per_core", f"{results['per_core']} per second per core", plots[-1], log=True)
     report = out_dir / f"{name}.md"
     report.write_text(markdown(results, [str(p) for p in plots]), encoding="utf-8")
     return [report, *plots]

@@ -7,9 +7,12 @@ Timing, the same for every pipeline of every experiment:
   after: a process's waited-for descendants, a Spark JVM included when its parent reaps it, as
   :mod:`bench.suite.job` does); its rows out come from the JSON line it prints last;
 * an :class:`~bench.suite.experiment.InProcess` callable runs on the runner's SparkSession:
-  its wall time, and the CPU time of this process and of the Spark JVM (``/proc``).
+  its wall time, and the CPU time of this process and of the Spark JVM (``/proc``);
+* a :class:`~bench.suite.experiment.Local` callable runs in this process without Spark: its
+  wall time and this process's CPU time.
 
-First every in-process pipeline runs once unrecorded (a warm-up: the JVM's JIT compiles
+Whatever numbers a pipeline reports of itself (the JSON line of a process, the mapping a
+callable returns) are kept next to the runner's. First every in-process pipeline runs once unrecorded (a warm-up: the JVM's JIT compiles
 Spark's generated code and streamwarden's operators in the first runs, and a running
 service is warm); whole processes are timed cold, as a user would time them.
 Then each of the ``repeats`` rounds runs every pipeline once, the order rotated by one per round,
@@ -34,13 +37,14 @@ import resource
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterator
 
 from bench import machine
-from bench.suite.experiment import Command, Experiment, Facts, Measured, Pipeline
+from bench.suite.experiment import Command, Experiment, Facts, InProcess, Local, Measured, Outcome, Pipeline
 from bench.suite.job import process_cpu
 from bench.workdir import scratch_dir
 
@@ -80,21 +84,34 @@ def _run_command(command: Command, workdir: Path, out: Path) -> dict[str, float]
     return {**reported, "wall_s": wall, "cpu_s": cpu}
 
 
-def _run_in_process(call: Callable[[Any, Path, Path], int], spark: Any, workdir: Path, out: Path) -> dict[str, float]:
-    jvm = spark.sparkContext._gateway.proc.pid
+def _own_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    cpu_before = usage.ru_utime + usage.ru_stime + process_cpu(jvm)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _outcome(outcome: Outcome) -> dict[str, float]:
+    if isinstance(outcome, Mapping):
+        return {k: float(v) for k, v in outcome.items()}
+    return {"rows_out": float(outcome)}
+
+
+def _run_here(run: InProcess | Local, spark: Any, workdir: Path, out: Path) -> dict[str, float]:
+    """An in-process or local pipeline, timed: wall time, and CPU time of this process (and
+    of the Spark JVM for an in-process one)."""
+    jvm = spark.sparkContext._gateway.proc.pid if isinstance(run, InProcess) else None
+    cpu_before = _own_cpu() + (process_cpu(jvm) if jvm else 0.0)
     began = time.perf_counter()
-    rows_out = call(spark, workdir, out)
+    outcome = run.call(spark, workdir, out) if isinstance(run, InProcess) else run.call(workdir, out)
     wall = time.perf_counter() - began
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"rows_out": float(rows_out), "wall_s": wall,
-            "cpu_s": usage.ru_utime + usage.ru_stime + process_cpu(jvm) - cpu_before}
+    cpu = _own_cpu() + (process_cpu(jvm) if jvm else 0.0) - cpu_before
+    return {**_outcome(outcome), "wall_s": wall, "cpu_s": cpu}
 
 
 def _derived(run: dict[str, float], pipeline: Pipeline, facts: Facts, per_core: str | None) -> dict[str, float]:
+    if not pipeline.reads:
+        return run
     rows_in = float(sum(facts[name] for name in pipeline.reads))
-    run = {**run, "rows_in": rows_in, "rows_per_s": rows_in / run["wall_s"],
+    run = {**run, "rows_in": rows_in, "rows_per_s": rows_in / run["wall_s"] if run["wall_s"] > 0 else float("nan"),
            "rows_per_cpu_s": rows_in / run["cpu_s"] if run["cpu_s"] > 0 else float("nan")}
     if per_core is not None:
         run["per_core"] = facts[per_core] / run["cpu_s"] if run["cpu_s"] > 0 else float("nan")
@@ -125,10 +142,12 @@ def run(experiment: Experiment, *, repeats: int = 3, workdir: Path | None = None
     """Measure ``experiment`` and write ``results_dir/<name>.json``; returns what it wrote.
 
     :class:`~bench.suite.experiment.InProcess` pipelines run on ``spark`` (default: streamwarden's
-    session, started here)."""
+    session, started here). The experiment's own ``repeats`` and ``warmup`` prevail."""
+    repeats = experiment.repeats or repeats
+    warmup = warmup and experiment.warmup
     if repeats < 1:
         raise ValueError("repeats must be >= 1")
-    if spark is None and any(not isinstance(p.run, Command) for p in experiment.pipelines):
+    if spark is None and any(isinstance(p.run, InProcess) for p in experiment.pipelines):
         from streamwarden.engine.session import get_spark
 
         spark = get_spark()
@@ -146,7 +165,7 @@ def run(experiment: Experiment, *, repeats: int = 3, workdir: Path | None = None
         for pipeline in pipelines if warmup else []:
             if not isinstance(pipeline.run, Command):
                 out = work / "out" / pipeline.name.replace("/", "_")
-                warm = _run_in_process(pipeline.run.call, spark, work, out)
+                warm = _run_here(pipeline.run, spark, work, out)
                 shutil.rmtree(out, ignore_errors=True)
                 log(f"  warm-up {pipeline.name:<28} {warm['wall_s']:6.1f} s wall (not recorded)")
         for round_ in range(repeats):
@@ -157,17 +176,19 @@ def run(experiment: Experiment, *, repeats: int = 3, workdir: Path | None = None
                 if isinstance(pipeline.run, Command):
                     measured = _run_command(pipeline.run, work, out)
                 else:
-                    measured = _run_in_process(pipeline.run.call, spark, work, out)
+                    measured = _run_here(pipeline.run, spark, work, out)
                 shutil.rmtree(out, ignore_errors=True)
                 result = _derived(measured, pipeline, facts, experiment.per_core)
                 runs[pipeline.name].append(result)
+                rows = f" {int(result['rows_out']):>10,} rows out" if "rows_out" in result else ""
                 log(f"  round {round_ + 1}/{repeats} {pipeline.name:<28} {result['wall_s']:6.1f} s wall "
-                    f"{result['cpu_s']:6.1f} s CPU {int(result['rows_out']):>10,} rows out")
-    measured_runs = Measured(runs)
+                    f"{result['cpu_s']:6.1f} s CPU{rows}")
+    measured_runs = Measured(runs, {p.name: p.coordinates() for p in experiment.pipelines})
     verdicts = []
     for target in experiment.targets:
         verdict = target.check(measured_runs)
         verdicts.append({"text": target.text, "met": verdict.met, "measured": verdict.measured})
+    observations = list(experiment.explain(measured_runs, facts)) if experiment.explain else []
     results = {
         "experiment": experiment.name, "title": experiment.title, "when": time.strftime("%Y-%m-%d %H:%M"),
         "command": command or f"python -m bench.suite {experiment.name}", "repeats": repeats, "warmup": warmup,
@@ -180,8 +201,9 @@ def run(experiment: Experiment, *, repeats: int = 3, workdir: Path | None = None
             "label": experiment.reference.label, "unit": experiment.reference.unit,
             "values": dict(experiment.reference.values), "source": experiment.reference.source},
         "pipelines": [{"name": p.name, "group": p.group, "variant": p.variant, "reads": list(p.reads),
-                       "runs": runs[p.name]} for p in experiment.pipelines],
-        "targets": verdicts,
+                       "params": dict(p.params), "runs": runs[p.name]} for p in experiment.pipelines],
+        "targets": verdicts, "observations": observations,
+        "tables": [asdict(t) for t in experiment.tables], "plots": [asdict(p) for p in experiment.plots],
     }
     results_dir.mkdir(parents=True, exist_ok=True)
     path = results_dir / f"{experiment.name}.json"

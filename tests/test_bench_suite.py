@@ -1,0 +1,78 @@
+"""The benchmark suite's contract: sweeps of pure-Python pipelines, declared tables and plots,
+ratios between variants, observations computed from the measurements."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.suite import report, runner
+from bench.suite.experiment import (Column, Experiment, Local, Measured, Pipeline, Plot, Table, Target, Verdict,
+                                    Workload, statistic)
+
+
+def _work(n: int, slow: bool):
+    def call(work: Path, out: Path) -> dict[str, float]:
+        total = sum(range(n * (20 if slow else 1)))
+        return {"rows_out": n, "work_ms": (3.0 if slow else 1.0) * n, "checksum": float(total % 7)}
+    return Local(call)
+
+
+def _sweep() -> Experiment:
+    pipelines = tuple(Pipeline(f"n={n}/{variant}", _work(n, variant == "slow"), "sweep", variant, ("items",),
+                               params={"n": n})
+                      for n in (10, 100, 1000) for variant in ("fast", "slow"))
+
+    def explain(measured: Measured, facts) -> list[str]:
+        ratio = measured.value("work_ms", n=1000, variant="slow") / measured.value("work_ms", n=1000, variant="fast")
+        return [f"at n = 1000 the slow variant did {ratio:.1f}× the work over {facts['items']} items"]
+
+    def slow_is_slower(measured: Measured) -> Verdict:
+        value = measured.value("work_ms", n=100, variant="slow") / measured.value("work_ms", n=100, variant="fast")
+        return Verdict(value > 1, f"{value:.1f}×")
+
+    return Experiment(
+        "sweep", "a sweep", Workload("items", lambda work: {"items": 5}), pipelines,
+        (Target("slow does more work", slow_is_slower),),
+        tables=(Table("work against n", ("n",), (Column("fast ms", "work_ms", "fast"),
+                                                 Column("slow / fast", "work_ms", "slow", over="fast", unit="×"),
+                                                 Column("slow p95 ms", "work_ms", "slow", stat="p95"))),),
+        plots=(Plot("work", "work against n", "n", Column("work ms", "work_ms")),
+               Plot("ratio", "slow over fast", "n", Column("slow / fast", "work_ms", "slow", over="fast"),
+                    series=(), kind="bars")),
+        explain=explain, repeats=2)
+
+
+def test_a_sweep_of_local_pipelines_is_measured_tabled_plotted_and_explained(tmp_path: Path):
+    results = runner.run(_sweep(), repeats=5, workdir=tmp_path / "work", results_dir=tmp_path, log=lambda _: None)
+    saved = json.loads((tmp_path / "sweep.json").read_text())
+    assert saved["repeats"] == 2, "the experiment's own repeats prevail"
+    assert [p["params"] for p in saved["pipelines"][:2]] == [{"n": 10}, {"n": 10}]
+    assert all(len(p["runs"]) == 2 and p["runs"][0]["cpu_s"] >= 0 for p in saved["pipelines"])
+    assert saved["targets"][0]["met"] is True
+    assert saved["observations"] == ["at n = 1000 the slow variant did 3.0× the work over 5 items"]
+    written = report.render(results, tmp_path)
+    text = (tmp_path / "sweep.md").read_text()
+    assert "| n | fast ms | slow / fast | slow p95 ms |" in text
+    assert "| 1,000 | 1,000 | 3.00× | 3,000 |" in text
+    assert "## Observations" in text and "rows in/s" not in text, "declared tables replace the default one"
+    assert sorted(p.name for p in written) == ["sweep.md", "sweep_ratio.png", "sweep_work.png"]
+
+
+def test_a_cell_whose_pipeline_is_missing_or_ambiguous_shows_a_dash(tmp_path: Path):
+    results = runner.run(_sweep(), workdir=tmp_path / "w", results_dir=tmp_path, log=lambda _: None)
+    row = [p for p in results["pipelines"] if p["params"]["n"] == 10]
+    assert report.cell(row, {"title": "", "metric": "work_ms", "variant": None, "over": None, "stat": "median",
+                             "scale": 1.0, "unit": ""}) != report.cell(row[:1], {
+        "title": "", "metric": "work_ms", "variant": None, "over": None, "stat": "median", "scale": 1.0, "unit": ""})
+
+
+def test_declarations_are_checked_when_made():
+    with pytest.raises(ValueError, match="stat must be one of"):
+        Column("x", "wall_s", stat="average")
+    with pytest.raises(ValueError, match="kind must be"):
+        Plot("p", "t", "n", Column("x", "wall_s"), kind="pie")
+    assert statistic([{"t": 1.0}] * 19 + [{"t": 9.0}], "t", "p95") == 1.0
+    assert statistic([{"t": float(i)} for i in range(1, 101)], "t", "p95") == 95.0
