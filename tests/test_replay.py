@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -199,6 +200,36 @@ def test_parquet_reads_only_the_columns_used_and_pushes_filters(spark, drill_cat
     with pytest.raises(InputError, match=r"broken record in stream Position \(record has no ts\) in .*part-0"):
         api.replay(drill_catalog, "paul", "SELECT SID FROM Position WHERE Pos >= 150",
                    {"Position": str(folder)}, spark=spark)
+
+
+def test_a_broken_parquet_record_is_refused_before_any_user_expression_sees_it(spark, drill_catalog,
+                                                                               tmp_path) -> None:
+    """The broken-record check is deterministic, so Spark merges it with the query's filters into
+    one ``Filter``; it must stay first there. A user expression on the broken column (a division
+    by it, a comparison) must neither run on the broken row nor stop the job with its own error:
+    the one error names the file and the column, never the value."""
+    import pandas as pd
+
+    frame = pd.DataFrame(POSITION)
+    frame["ts"] = pd.to_datetime(frame["ts"], utc=True)
+    frame["SID"] = frame["SID"].astype(str)  # the file's type differs from the catalog's: SID is checked
+    frame.loc[3, "SID"] = "9223372036854775808000"  # does not fit an int
+    frame.loc[4, "SID"] = "0"  # a zero divisor on a good row: try_divide gives NULL, no error
+    folder = tmp_path / "Position"
+    folder.mkdir()
+    frame.to_parquet(folder / "part-0.parquet", index=False)
+    for query in ("SELECT SID FROM Position WHERE 10 / SID > 0", "SELECT SID FROM Position WHERE SID * SID > 1",
+                  "SELECT SID FROM Position WHERE SID = 3 AND Pos > 0"):
+        with pytest.raises(InputError) as refused:
+            api.replay(drill_catalog, "paul", query, {"Position": str(folder)}, spark=spark)
+        message = str(refused.value)
+        assert re.search(r"broken record in stream Position \(SID does not fit a int\) in .*part-0", message), message
+        assert "9223372036854775808000" not in message and "DIVIDE_BY_ZERO" not in message
+    frame.loc[3, "SID"] = "2"
+    frame.to_parquet(folder / "part-0.parquet", index=False)
+    rows = api.replay(drill_catalog, "paul", "SELECT SID FROM Position WHERE 10 / SID > 0",
+                      {"Position": str(folder)}, spark=spark)
+    assert 0 not in {r["SID"] for r in rows}, "the zero divisor's row is filtered out, not an error"
 
 
 def test_cli_check_reports_the_bad_line(tmp_path, capsys) -> None:
