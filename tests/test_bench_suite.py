@@ -39,7 +39,8 @@ def _sweep() -> Experiment:
         tables=(Table("work against n", ("n",), (Column("fast ms", "work_ms", "fast"),
                                                  Column("slow / fast", "work_ms", "slow", over="fast", unit="×"),
                                                  Column("slow p95 ms", "work_ms", "slow", stat="p95"))),),
-        plots=(Plot("work", "work against n", "n", Column("work ms", "work_ms")),
+        plots=(Plot("work", "work against n", "n", Column("work ms", "work_ms"), log_x=True,
+                    also=(Column("checksum", "checksum"),), references={"a bound": 2000.0}),
                Plot("ratio", "slow over fast", "n", Column("slow / fast", "work_ms", "slow", over="fast"),
                     series=(), kind="bars")),
         explain=explain, repeats=2)

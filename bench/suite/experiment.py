@@ -103,10 +103,12 @@ class Verdict:
 @dataclass(frozen=True)
 class Measured:
     """The runs of an experiment, as targets read them: per pipeline, each run's numbers
-    (``wall_s``, ``cpu_s``, ``rows_in``, ``rows_out``, ``rows_per_s``, ``per_core``, ...)."""
+    (``wall_s``, ``cpu_s``, ``rows_in``, ``rows_out``, ``rows_per_s``, ``per_core``, ...), each
+    pipeline's coordinates and the workload's facts."""
 
     runs_by_pipeline: Mapping[str, Sequence[Mapping[str, float]]]
     coordinates: Mapping[str, Mapping[str, float | str]] = field(default_factory=dict)
+    facts: Facts = field(default_factory=dict)
 
     def runs(self, pipeline: str) -> int:
         return len(self.runs_by_pipeline.get(pipeline, ()))
@@ -233,7 +235,9 @@ class Plot:
     ``x``, one line (``lines``) or bar series (``bars``) per distinct value of the ``series``
     coordinates among the pipelines at ``where``; ``y.variant`` None means each series' own
     pipeline. Whiskers span the runs' min and max when ``y`` is not a ratio. ``log`` and
-    ``log_x``: logarithmic axes (``log_x`` for numeric ``x`` on lines only)."""
+    ``log_x``: logarithmic axes (``log_x`` for numeric ``x`` on lines only). ``also``: more
+    columns drawn on the same axes (each series once per column); ``references``: labelled
+    horizontal lines, e.g. a paper's bound ``{"paper: 120 ms": 120}``."""
 
     name: str
     title: str
@@ -244,6 +248,8 @@ class Plot:
     kind: str = "lines"
     log: bool = False
     log_x: bool = False
+    also: tuple[Column, ...] = ()
+    references: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in ("lines", "bars"):

@@ -38,6 +38,8 @@ _VERDICT = {True: "met", False: "**not met**", None: "not measured"}
 def _number(value: float | None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
+    if float(value).is_integer() and abs(value) < 1e15:  # counts (graphs, solver calls) as counts
+        return f"{int(value):,}"
     if abs(value) >= 100:
         return f"{value:,.0f}"
     return f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}"
@@ -174,7 +176,8 @@ def _table(results: dict[str, Any], table: dict[str, Any]) -> list[str]:
         values = [f"{v:,}" if isinstance(v, int) else _number(v) if isinstance(v, float) else str(v) for v in key]
         for column in table["columns"]:
             value = cell(members, column)
-            values.append(_number(value) + (column["unit"] if not math.isnan(value) else ""))
+            text = f"{value:.2f}" if column["over"] is not None and not math.isnan(value) else _number(value)
+            values.append(text + (column["unit"] if not math.isnan(value) else ""))
         lines.append("| " + " | ".join(values) + " |")
     return lines
 
@@ -225,15 +228,16 @@ def _bars(results: dict[str, Any], metric: str, ylabel: str, path: Path, *, log:
 
 def _declared_plot(results: dict[str, Any], plot: dict[str, Any], path: Path) -> None:
     """A declared :class:`~bench.suite.experiment.Plot`: ``y`` against ``x``, one series per ``series`` key."""
-    column = plot["y"]
-    ratio = column["over"] is not None
+    columns = [plot["y"], *plot.get("also", ())]
     series = _keyed(_at(results, plot["where"]), plot["series"])
     fig, ax = plt.subplots(figsize=(8.0, 4.5))
     xs_all = [_coordinates(p).get(plot["x"]) for members in series.values() for p in members]
     numeric = all(isinstance(x, (int, float)) for x in xs_all)
     categories = list(dict.fromkeys(xs_all))
-    width = 0.8 / max(1, len(series))
-    for s_index, (key, members) in enumerate(series.items()):
+    lines = [(column, key, members) for column in columns for key, members in series.items()]
+    width = 0.8 / max(1, len(lines))
+    for s_index, (column, key, members) in enumerate(lines):
+        ratio = column["over"] is not None
         points = _keyed(members, (plot["x"],))
         xs, ys, low, high = [], [], [], []
         for (x,), at_x in points.items():
@@ -249,7 +253,8 @@ def _declared_plot(results: dict[str, Any], plot: dict[str, Any], path: Path) ->
                                                              if r.get(column["metric"]) is not None]
             low.append(value - min(spread) if spread else 0.0)
             high.append(max(spread) - value if spread else 0.0)
-        label = ", ".join(str(k) for k in key if k not in ("", None)) or column["title"]
+        label = ", ".join([column["title"]] * (len(columns) > 1) + [str(k) for k in key if k not in ("", None)])
+        label = label or column["title"]
         if plot["kind"] == "bars":
             ax.bar(xs, ys, width, yerr=[low, high], capsize=2, label=label)
         else:
@@ -257,12 +262,15 @@ def _declared_plot(results: dict[str, Any], plot: dict[str, Any], path: Path) ->
     if plot["kind"] == "bars" or not numeric:
         offset = 0.4 - width / 2 if plot["kind"] == "bars" else 0.0
         ax.set_xticks([i + offset for i in range(len(categories))], labels=[str(c) for c in categories])
+    for label, value in plot.get("references", {}).items():
+        ax.axhline(value, color="0.3", linestyle="--", linewidth=1)
+        ax.annotate(label, (0.01, value), xycoords=("axes fraction", "data"), fontsize=7, va="bottom")
     if plot["log"]:
         ax.set_yscale("log")
     if plot.get("log_x") and numeric and plot["kind"] == "lines":
         ax.set_xscale("log")
     ax.set_xlabel(plot["x"])
-    ax.set_ylabel(column["title"] + (column["unit"] if ratio else ""))
+    ax.set_ylabel(plot["y"]["title"] if len(columns) == 1 else plot["title"])
     ax.set_title(plot["title"], fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
@@ -270,20 +278,37 @@ def _declared_plot(results: dict[str, Any], plot: dict[str, Any], path: Path) ->
     plt.close(fig)
 
 
+def plot_files(results: dict[str, Any]) -> list[str]:
+    """The PNG names an experiment's report shows: its declared plots, else rows in per second
+    (and per core, when it has a ``per_core`` fact)."""
+    name = results["experiment"]
+    if results.get("plots"):
+        return [f"{name}_{plot['name']}.png" for plot in results["plots"]]
+    return [f"{name}_rows_per_s.png"] + ([f"{name}_per_core.png"] if results.get("per_core") else [])
+
+
 def render(results: dict[str, Any], out_dir: Path) -> list[Path]:
     """Write ``<name>.md`` and its PNG plots into ``out_dir``; returns the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    name = results["experiment"]
-    plots = []
-    for plot in results.get("plots") or ():
-        plots.append(out_dir / f"{name}_{plot['name']}.png")
-        _declared_plot(results, plot, plots[-1])
-    if not results.get("plots"):
-        plots.append(out_dir / f"{name}_rows_per_s.png")
+    plots = [out_dir / f for f in plot_files(results)]
+    if results.get("plots"):
+        for plot, path in zip(results["plots"], plots):
+            _declared_plot(results, plot, path)
+    else:
         _bars(results, "rows_per_s", "rows in per second", plots[0])
         if results.get("per_core"):
-            plots.append(out_dir / f"{name}_per_core.png")
-            _bars(results, "per_core", f"{results['per_core']} per second per core", plots[-1], log=True)
-    report = out_dir / f"{name}.md"
+            _bars(results, "per_core", f"{results['per_core']} per second per core", plots[1], log=True)
+    report = out_dir / f"{results['experiment']}.md"
     report.write_text(markdown(results, [str(p) for p in plots]), encoding="utf-8")
     return [report, *plots]
+
+
+def section(results: dict[str, Any]) -> str:
+    """The experiment's report one heading level down, for the README of every experiment."""
+    return "\n".join(("#" + line) if line.startswith("#") else line
+                     for line in markdown(results, plot_files(results)).splitlines()) + "\n"
+
+
+def verdict(met: bool | None) -> str:
+    """A target's verdict in words (``met``, ``**not met**``, ``not measured``)."""
+    return _VERDICT[met]

@@ -183,7 +183,7 @@ def run(experiment: Experiment, *, repeats: int = 3, workdir: Path | None = None
                 rows = f" {int(result['rows_out']):>10,} rows out" if "rows_out" in result else ""
                 log(f"  round {round_ + 1}/{repeats} {pipeline.name:<28} {result['wall_s']:6.1f} s wall "
                     f"{result['cpu_s']:6.1f} s CPU{rows}")
-    measured_runs = Measured(runs, {p.name: p.coordinates() for p in experiment.pipelines})
+    measured_runs = Measured(runs, {p.name: p.coordinates() for p in experiment.pipelines}, facts)
     verdicts = []
     for target in experiment.targets:
         verdict = target.check(measured_runs)
