@@ -33,6 +33,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from bench.suite.job import process_tree_cpu_s  # noqa: F401  (re-exported for the benchmarks)
 from streamwarden.engine.session import sql_conf  # noqa: F401  (re-exported for the benchmarks)
 
 
@@ -159,32 +160,6 @@ class SparkProbe:
         return state, rows_in, rows_out
 
 
-def process_tree_cpu_s(pid: int) -> float:
-    """CPU time (user + system, seconds) of process ``pid`` and every live descendant.
-
-    Spark's Python workers (pandas UDFs, Python data sources) are children of the JVM, not
-    threads in it. Waited-for children count through ``cutime``/``cstime``, so a worker
-    that exits between two readings is neither lost nor counted twice.
-    """
-    ticks = os.sysconf("SC_CLK_TCK")
-    children: dict[int, list[int]] = {}
-    times: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
-        except OSError:  # the process ended while we looked
-            continue
-        child = int(entry)
-        children.setdefault(int(fields[1]), []).append(child)
-        times[child] = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-    total, pending = 0, [pid]
-    while pending:
-        current = pending.pop()
-        total += times.get(current, 0)
-        pending.extend(children.get(current, []))
-    return total / ticks
 
 
 def _seq(scala_seq):  # type: ignore[no-untyped-def]

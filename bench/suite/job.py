@@ -41,6 +41,34 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def process_tree_cpu_s(pid: int) -> float:
+    """CPU time (user + system, seconds) of process ``pid`` and every live descendant.
+
+    Spark's Python workers (pandas UDFs, Python data sources) are children of the JVM, not
+    threads in it. Waited-for children count through ``cutime``/``cstime``, so a worker
+    that exits between two readings is neither lost nor counted twice.
+    """
+    ticks = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    times: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended while we looked
+            continue
+        child = int(entry)
+        children.setdefault(int(fields[1]), []).append(child)
+        times[child] = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    total, pending = 0, [pid]
+    while pending:
+        current = pending.pop()
+        total += times.get(current, 0)
+        pending.extend(children.get(current, []))
+    return total / ticks
+
+
 def _own_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime

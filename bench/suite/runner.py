@@ -6,10 +6,10 @@ Timing, the same for every pipeline of every experiment:
   CPU time with everything it started (``resource.getrusage(RUSAGE_CHILDREN)`` before and
   after: a process's waited-for descendants, a Spark JVM included when its parent reaps it, as
   :mod:`bench.suite.job` does); its rows out come from the JSON line it prints last;
-* an :class:`~bench.suite.experiment.InProcess` callable runs on the runner's SparkSession:
-  its wall time, and the CPU time of this process and of the Spark JVM (``/proc``);
-* a :class:`~bench.suite.experiment.Local` callable runs in this process without Spark: its
-  wall time and this process's CPU time.
+* an :class:`~bench.suite.experiment.InProcess` callable runs on the runner's SparkSession,
+  a :class:`~bench.suite.experiment.Local` one in this process without Spark: its wall
+  time, and the CPU time of this process's whole tree (``/proc``: the Spark JVM, its Python
+  workers, and every process started and waited for).
 
 Whatever numbers a pipeline reports of itself (the JSON line of a process, the mapping a
 callable returns) are kept next to the runner's. First every in-process pipeline runs once unrecorded (a warm-up: the JVM's JIT compiles
@@ -45,7 +45,7 @@ from typing import Any, Iterator
 
 from bench import machine
 from bench.suite.experiment import Command, Experiment, Facts, InProcess, Local, Measured, Outcome, Pipeline
-from bench.suite.job import process_cpu
+from bench.suite.job import process_tree_cpu_s
 from bench.workdir import scratch_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,11 +84,6 @@ def _run_command(command: Command, workdir: Path, out: Path) -> dict[str, float]
     return {**reported, "wall_s": wall, "cpu_s": cpu}
 
 
-def _own_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def _outcome(outcome: Outcome) -> dict[str, float]:
     if isinstance(outcome, Mapping):
         return {k: float(v) for k, v in outcome.items()}
@@ -96,14 +91,14 @@ def _outcome(outcome: Outcome) -> dict[str, float]:
 
 
 def _run_here(run: InProcess | Local, spark: Any, workdir: Path, out: Path) -> dict[str, float]:
-    """An in-process or local pipeline, timed: wall time, and CPU time of this process (and
-    of the Spark JVM for an in-process one)."""
-    jvm = spark.sparkContext._gateway.proc.pid if isinstance(run, InProcess) else None
-    cpu_before = _own_cpu() + (process_cpu(jvm) if jvm else 0.0)
+    """An in-process or local pipeline, timed: wall time, and CPU time of this process and all
+    its descendants (the Spark JVM, its Python workers, and the processes either started and
+    waited for), as a whole process's pipeline is counted."""
+    cpu_before = process_tree_cpu_s(os.getpid())
     began = time.perf_counter()
     outcome = run.call(spark, workdir, out) if isinstance(run, InProcess) else run.call(workdir, out)
     wall = time.perf_counter() - began
-    cpu = _own_cpu() + (process_cpu(jvm) if jvm else 0.0) - cpu_before
+    cpu = process_tree_cpu_s(os.getpid()) - cpu_before
     return {**_outcome(outcome), "wall_s": wall, "cpu_s": cpu}
 
 
