@@ -1,7 +1,8 @@
 """Experiment 7, latency: from a file landing in an input folder to its rows in each user's output.
 
-Configurations (each started once, with the same processing-time trigger, fed a warm-up
-file that is not measured, then ``latency_files`` measured files):
+Configurations (:data:`CONFIGS`), each a pipeline of :mod:`bench.network_engine` that starts
+it with a processing-time trigger, feeds it a warm-up file that is not measured, then
+``files`` measured files, and stops it:
 
 * *plain*: a hand-written PySpark streaming query doing SEL1 (a selection on Stream1)
   into a JSON sink, the baseline;
@@ -18,7 +19,10 @@ marker appears. Latency = that moment − the moment the input file was renamed 
 place. After each file the driver waits until the queries are idle, then a random part
 of a trigger interval, so files land at every phase of the trigger. After its measured
 files, the network takes ``profile_files`` more with its terminal switch under cProfile
-(:mod:`bench.engine_profile`): where its ``foreachBatch`` spends a micro-batch.
+(:func:`~bench.engine_profile.profile_terminal_switch`).
+
+    >>> [len(v) for v in marked_rows(3, 4).values()], marked_rows(3, 4)["Stream1"][0]["streamid"]
+    ([4, 4, 4], 100003)
 """
 
 from __future__ import annotations
@@ -30,17 +34,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from pyspark.sql import SparkSession
 
 from bench.deployments import Deployment, start_network, start_plain, start_separate
-from bench.engine_profile import profile_terminal_switch
-from bench.network_workload import (SELECTIONS_TEXT, START, STREAMS, catalog, iso, land_all, plain_frame,
-                                    queries)
+from bench.engine_profile import (input_folders, land_prepared, last_batches, median_phases, profile_terminal_switch,
+                                  progress_since, write_prepared)
+from bench.network_workload import SELECTIONS_TEXT, START, STREAMS, catalog, iso, plain_frame, queries
 from bench.stats import median, percentile
 
-MARK = 100_000  # streamid of the rows of measured file k: MARK + k
+MARK = 100_000  # streamid of the rows of file k: MARK + k
 PLAIN, RUN, NETWORK, PLAIN3 = "plain", "run", "network", "plain ×3"
 CONFIGS = (PLAIN, RUN, NETWORK, PLAIN3)
 
@@ -57,6 +60,12 @@ def marked_rows(k: int, rows: int) -> dict[str, list[dict]]:
         out["Stream3"].append({"ts": ts, "streamid": MARK + k, "location": "ward",
                                "screentime": 7.0 if passing else 2.0, "category": "social"})
     return out
+
+
+def prepare(folder: Path, files: int, rows: int) -> None:
+    """Files ``0 .. files - 1`` of every stream (file 0 warms a configuration up)."""
+    for k in range(files):
+        write_prepared(folder, k, marked_rows(k, rows))
 
 
 @dataclass
@@ -82,18 +91,14 @@ class OutputWatch:
         return set(self.seen.values())
 
 
-def _watches(d: Deployment) -> dict[str, OutputWatch]:
-    pattern = "batch=*/part-*" if d.runtime is not None else "part-*"
-    return {target: OutputWatch(folder, pattern) for target, folder in d.targets.items()}
-
-
-def measure(d: Deployment, inputs: Mapping[str, Path], first: int, files: int, rows: int, trigger_s: float,
+def measure(d: Deployment, prepared: Path, inputs: Mapping[str, Path], files: range, trigger_s: float,
             poll_s: float, rng: random.Random, timeout_s: float = 120.0) -> dict[str, list[float]]:
-    """Land files ``first .. first + files - 1``; per target, the latency (ms) of each."""
-    watches = _watches(d)
+    """Land each prepared file of ``files``; per output, the latency (ms) of each."""
+    pattern = "batch=*/part-*" if d.runtime is not None else "part-*"
+    watches = {target: OutputWatch(folder, pattern) for target, folder in d.targets.items()}
     latencies: dict[str, list[float]] = {target: [] for target in watches}
-    for k in range(first, first + files):
-        land_all(inputs, f"part-{k:05d}.jsonl", marked_rows(k, rows))
+    for k in files:
+        land_prepared(prepared, inputs, k)
         landed = time.perf_counter()
         pending = set(watches)
         while pending and time.perf_counter() - landed < timeout_s:
@@ -109,91 +114,56 @@ def measure(d: Deployment, inputs: Mapping[str, Path], first: int, files: int, r
     return latencies
 
 
-def batch_phases(d: Deployment, since: Mapping[str, int]) -> dict[str, float]:
-    """Median duration (ms) of each phase of the micro-batches with input rows after ``since``
-    (batch id per query name), from Spark's progress reports."""
-    phases: dict[str, list[float]] = {}
-    for stream in d.streams:
-        for report in stream.recentProgress:
-            if report["batchId"] > since.get(stream.name, -1) and report["numInputRows"]:
-                for phase, ms in report["durationMs"].items():
-                    phases.setdefault(phase, []).append(float(ms))
-    return {phase: median(values) for phase, values in sorted(phases.items())}
+def summary(latencies: Mapping[str, list[float]]) -> dict[str, float]:
+    """Percentiles over every file and output, and the fastest and slowest output's median.
+
+    >>> s = summary({"a": [100.0, 300.0], "b": [200.0, 400.0]})
+    >>> s["p50_ms"], s["max_ms"], s["samples"], s["fastest_output_ms"], s["slowest_output_ms"]
+    (250.0, 400.0, 4, 200.0, 300.0)
+    """
+    every = [v for values in latencies.values() for v in values]
+    per_output = [median(values) for values in latencies.values()]
+    return {"p50_ms": median(every), "p90_ms": percentile(every, 90), "p95_ms": percentile(every, 95),
+            "max_ms": max(every), "samples": len(every), "outputs": len(latencies),
+            "fastest_output_ms": min(per_output), "slowest_output_ms": max(per_output)}
 
 
-def _last_batches(d: Deployment) -> dict[str, int]:
-    return {s.name: (s.lastProgress["batchId"] if s.lastProgress else -1) for s in d.streams}
-
-
-def run_config(spark: SparkSession, config: str, folder: Path, settings: Any, first: int,
-               rng: random.Random) -> dict[str, Any]:
-    """Start ``config`` in ``folder``, warm it up with one file, measure ``settings.latency_files`` files."""
+def _start(spark: SparkSession, config: str, folder: Path, inputs: Mapping[str, Path], trigger: str) -> Deployment:
     cat = catalog()
     selections = queries(cat, SELECTIONS_TEXT)
-    inputs = {stream: folder / "in" / stream for stream in STREAMS}
-    for path in inputs.values():
-        path.mkdir(parents=True, exist_ok=True)
-    trigger = f"{settings.trigger_ms} milliseconds"
-    starters: dict[str, Callable[[], Deployment]] = {
-        PLAIN: lambda: start_plain(folder, {"SEL1": lambda: plain_frame(spark, "SEL1", inputs)}, trigger=trigger),
-        RUN: lambda: start_separate(spark, folder, inputs, cat, selections[:1], trigger=trigger),
-        NETWORK: lambda: start_network(spark, folder, inputs, cat, selections, trigger=trigger),
-        PLAIN3: lambda: start_plain(folder, {q.id: (lambda q=q: plain_frame(spark, q.id, inputs))
-                                             for q in selections}, trigger=trigger),
-    }
-    d = starters[config]()
-    try:
-        trigger_s = settings.trigger_ms / 1000
-        measure(d, inputs, first, 1, settings.rows_per_file, trigger_s, settings.poll_ms / 1000, rng)  # warm-up
-        since = _last_batches(d)
-        latencies = measure(d, inputs, first + 1, settings.latency_files, settings.rows_per_file, trigger_s,
-                            settings.poll_ms / 1000, rng)
-        phases = batch_phases(d, since)
-        switch = None
-        if config == NETWORK and settings.profile_files:  # after the measured files: profiling slows it down
-            switch = profile_terminal_switch(lambda: measure(
-                d, inputs, first + 1 + settings.latency_files, settings.profile_files, settings.rows_per_file,
-                trigger_s, settings.poll_ms / 1000, rng))
-    finally:
-        d.stop()
-    every = [v for values in latencies.values() for v in values]
-    return {"latencies_ms": {t: [round(v, 1) for v in values] for t, values in latencies.items()},
-            "median_ms": median(every), "p90_ms": percentile(every, 90), "targets": len(latencies),
-            "phases_ms": phases, "terminal_switch": switch}
+    if config == PLAIN:
+        return start_plain(folder, {"SEL1": lambda: plain_frame(spark, "SEL1", inputs)}, trigger=trigger)
+    if config == RUN:
+        return start_separate(spark, folder, inputs, cat, selections[:1], trigger=trigger)
+    if config == NETWORK:
+        return start_network(spark, folder, inputs, cat, selections, trigger=trigger)
+    return start_plain(folder, {q.id: (lambda q=q: plain_frame(spark, q.id, inputs)) for q in selections},
+                       trigger=trigger)
 
 
-def latency(spark: SparkSession, settings: Any, workdir: Path, log: Callable[[str], None]) -> dict[str, Any]:
-    """Every configuration, ``settings.latency_rounds`` rounds (order reversed every other round);
-    per configuration the median over every file and target of every round."""
-    rng = random.Random(settings.seed)
-    configs = tuple(settings.latency_configs)
-    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
-    count = 0
-    for rnd in range(settings.latency_rounds):
-        for config in reversed(configs) if rnd % 2 else configs:
-            count += 1
-            began = time.perf_counter()
-            runs[config].append(run_config(spark, config, workdir / f"latency-{count:03d}", settings,
-                                           first=count * 100, rng=rng))
-            log(f"  latency, {config}: median {runs[config][-1]['median_ms']:.0f} ms "
-                f"({time.perf_counter() - began:.0f} s)")
-    out: dict[str, Any] = {"trigger_ms": settings.trigger_ms, "files": settings.latency_files,
-                           "rounds": settings.latency_rounds, "configurations": {}}
-    for config, rs in runs.items():
-        every = [v for r in rs for values in r["latencies_ms"].values() for v in values]
-        per_target: dict[str, list[float]] = {}
-        for r in rs:
-            for target, values in r["latencies_ms"].items():
-                per_target.setdefault(target, []).extend(values)
-        out["configurations"][config] = {
-            "median_ms": median(every), "p90_ms": percentile(every, 90), "samples": len(every),
-            "per_target_median_ms": {t: median(v) for t, v in sorted(per_target.items())},
-            "round_medians_ms": [r["median_ms"] for r in rs], "phases_ms": rs[-1]["phases_ms"],
-        }
-    switches = [r["terminal_switch"] for r in runs.get(NETWORK, []) if r["terminal_switch"]]
-    if switches:  # the last round's profile
-        out["terminal_switch"] = switches[-1]
-    return out
+def latency_call(config: str, prepared: str, *, files: int, trigger_ms: int, poll_ms: int, profile_files: int,
+                 seed: int) -> Callable[[SparkSession, Path, Path], dict[str, float]]:
+    """The pipeline of ``config`` over the files prepared under ``work/prepared``: :func:`summary`
+    of its measured files, the median phases of their micro-batches and, for the network, its
+    terminal switch's profile."""
+    def call(spark: SparkSession, work: Path, out: Path) -> dict[str, float]:
+        inputs = input_folders(out, STREAMS)
+        trigger_s, poll_s, rng = trigger_ms / 1000, poll_ms / 1000, random.Random(seed)
+        d = _start(spark, config, out, inputs, f"{trigger_ms} milliseconds")
+        try:
+            measure(d, work / prepared, inputs, range(1), trigger_s, poll_s, rng)  # warm-up: not measured
+            since = last_batches(d)
+            latencies = measure(d, work / prepared, inputs, range(1, 1 + files), trigger_s, poll_s, rng)
+            phases = median_phases(r for r in progress_since(d, since) if r["numInputRows"])
+            switch = {}
+            if config == NETWORK and profile_files:  # after the measured files: profiling slows it down
+                switch = profile_terminal_switch(lambda: measure(
+                    d, work / prepared, inputs, range(1 + files, 1 + files + profile_files), trigger_s, poll_s, rng))
+        finally:
+            d.stop()
+        return {**summary(latencies), **phases, **switch}
+    return call
 
 
-__all__ = ["CONFIGS", "NETWORK", "PLAIN", "PLAIN3", "RUN", "OutputWatch", "latency", "marked_rows", "measure"]
+__all__ = ["CONFIGS", "NETWORK", "PLAIN", "PLAIN3", "RUN", "OutputWatch", "latency_call", "marked_rows", "measure",
+           "prepare", "summary"]

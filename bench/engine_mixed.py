@@ -15,11 +15,12 @@ and the cloud audit of ``streamwarden/demo/cloud.yaml``:
 
 Three queries, one per stream, two users each (:data:`MIXED_QUERIES`). Users with
 different roles or clearances get different plans, so the secured network runs six
-pipelines. Configurations, each started once with a processing-time trigger, fed a
-warm-up chunk, then ``mixed_chunks`` chunks of ``chunk_minutes`` minutes of all three
-streams, one at a time (land, ``processAllAvailable``, wait until idle):
+pipelines. Configurations (:data:`CONFIGS`), each a pipeline of :mod:`bench.network_engine`
+that starts it with a processing-time trigger, feeds it a warm-up chunk, then ``chunks``
+chunks of all three streams (prepared once), one at a time (land, ``processAllAvailable``,
+wait until idle), and stops it:
 
-* *secured*: the ``NetworkRuntime`` on :data:`MIXED`;
+* *secured network*: the ``NetworkRuntime`` on :data:`MIXED`;
 * *unsecured network*: the same runtime and queries on :data:`UNSECURED` (the same
   streams without SPs, policies, actions or levels: only grants decide, one pipeline per
   query);
@@ -27,18 +28,19 @@ streams, one at a time (land, ``processAllAvailable``, wait until idle):
 
 Throughput: input records (SP records included) per second of wall time from landing a
 chunk until every query is idle again, and per CPU second of every process. With
-``mixed_alone``, a diagnostic after the rounds: each query alone in a network (secured
-and unsecured) over the same chunks, so the secured network's cost can be told apart by
-query (shields, role policies, levels).
+``only``, one query alone in a network (secured or unsecured), so the secured network's
+cost can be told apart by query (shields, role policies, levels).
+
+    >>> [len(c["Ward"]) for c in mixed_data(MixedSizes(chunks=1, chunk_minutes=1, patients=2, beds=2))]
+    [60, 60]
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -50,7 +52,8 @@ from streamwarden.datagen.punctuated import health_records
 
 from bench.cost_meter import CostMeter
 from bench.deployments import Deployment, start_network, start_plain
-from bench.network_workload import START, iso, land
+from bench.engine_profile import input_folders, land_prepared, write_prepared
+from bench.network_workload import START, iso
 from bench.stats import median, ratio
 
 MIXED = """
@@ -95,18 +98,34 @@ SCHEMAS = {"HeartRate": "ts TIMESTAMP, Patient_id INT, Beats_per_min INT", "Ward
                          "outcome STRING"}
 SECURED, UNSECURED_NETWORK, PLAIN = "secured network", "unsecured network", "plain"
 CONFIGS = (SECURED, UNSECURED_NETWORK, PLAIN)
+QUERIES = ("beats", "ward", "sends")
 
 
-def mixed_data(settings: Any) -> list[dict[str, list[dict]]]:
-    """The three streams in ``1 + mixed_chunks`` chunks of ``chunk_minutes`` minutes each (by event time)."""
-    chunks = 1 + settings.mixed_chunks
-    minutes = chunks * settings.chunk_minutes
-    heart = health_records(patients=settings.patients, minutes=minutes, interval_s=settings.heart_interval_s,
-                           changes=settings.policy_changes, seed=settings.seed)["HeartRate"]
+@dataclass(frozen=True)
+class MixedSizes:
+    """The mixed streams: ``1 + chunks`` chunks (the first warms up) of ``chunk_minutes`` each."""
+
+    chunks: int = 3
+    chunk_minutes: int = 3
+    patients: int = 20
+    heart_interval_s: float = 1.0
+    policy_changes: int = 2
+    beds: int = 10
+    ward_interval_s: int = 2
+    log_rate_per_s: float = 6.0
+    seed: int = 12
+
+
+def mixed_data(sizes: MixedSizes) -> list[dict[str, list[dict]]]:
+    """The three streams in ``1 + chunks`` chunks of ``chunk_minutes`` minutes each (by event time)."""
+    chunks = 1 + sizes.chunks
+    minutes = chunks * sizes.chunk_minutes
+    heart = health_records(patients=sizes.patients, minutes=minutes, interval_s=sizes.heart_interval_s,
+                           changes=sizes.policy_changes, seed=sizes.seed)["HeartRate"]
     ward = [{"ts": iso(START + timedelta(seconds=s)), "bed": bed, "temp": round(36.5 + ((s + bed) % 9) * 0.25, 2)}
-            for s in range(0, minutes * 60, settings.ward_interval_s) for bed in range(settings.beds)]
-    log = message_log(minutes=minutes, services=6, rate_per_s=settings.log_rate_per_s, seed=settings.seed).records
-    bounds = [iso(START + timedelta(minutes=k * settings.chunk_minutes))[:19] for k in range(chunks)] + ["9999"]
+            for s in range(0, minutes * 60, sizes.ward_interval_s) for bed in range(sizes.beds)]
+    log = message_log(minutes=minutes, services=6, rate_per_s=sizes.log_rate_per_s, seed=sizes.seed).records
+    bounds = [iso(START + timedelta(minutes=k * sizes.chunk_minutes))[:19] for k in range(chunks)] + ["9999"]
     out = []
     for k in range(chunks):
         def part(rows: list[dict]) -> list[dict]:
@@ -115,7 +134,15 @@ def mixed_data(settings: Any) -> list[dict[str, list[dict]]]:
     return out
 
 
-def plain_frames(spark: SparkSession, inputs: dict[str, Path]) -> dict[str, Callable[[], DataFrame]]:
+def prepare(folder: Path, sizes: MixedSizes) -> dict[str, int]:
+    """Every chunk of :func:`mixed_data` under ``folder``; the median records per measured chunk, by stream."""
+    chunks = mixed_data(sizes)
+    for k, chunk in enumerate(chunks):
+        write_prepared(folder, k, chunk)
+    return {stream: round(median([len(c[stream]) for c in chunks[1:]])) for stream in STREAMS}
+
+
+def plain_frames(spark: SparkSession, inputs: Mapping[str, Path]) -> dict[str, Callable[[], DataFrame]]:
     """The three queries by hand (SP records have no ``Beats_per_min``: the selection drops them)."""
     def read(stream: str) -> DataFrame:
         return spark.readStream.schema(SCHEMAS[stream]).json(str(inputs[stream]))
@@ -127,7 +154,7 @@ def plain_frames(spark: SparkSession, inputs: dict[str, Path]) -> dict[str, Call
     }
 
 
-def _start(spark: SparkSession, config: str, folder: Path, inputs: dict[str, Path], trigger: str,
+def _start(spark: SparkSession, config: str, folder: Path, inputs: Mapping[str, Path], trigger: str,
            only: str | None = None) -> Deployment:
     """``config`` over every query, or over query ``only`` alone."""
     if config == PLAIN:
@@ -139,107 +166,62 @@ def _start(spark: SparkSession, config: str, folder: Path, inputs: dict[str, Pat
 
 
 def _delivered(d: Deployment) -> dict[str, int]:
-    """Rows in each output (``user/query`` or query), counted from the files."""
+    """Rows in each output (``user/query`` or query), counted from the files (SP records left out)."""
     pattern = "batch=*/part-*" if d.runtime is not None else "part-*"
-    counts = {}
-    for target, folder in d.targets.items():
-        counts[target] = sum(sum(1 for line in path.open(encoding="utf-8")
-                                 if line.strip() and not line.startswith('{"kind"'))
-                             for path in folder.glob(pattern))
-    return counts
+    return {target: sum(sum(1 for line in path.open(encoding="utf-8")
+                            if line.strip() and not line.startswith('{"kind"')) for path in folder.glob(pattern))
+            for target, folder in d.targets.items()}
 
 
-def _per_query(d: Deployment) -> dict[str, dict[str, float]]:
-    """Per streaming query, from its progress reports: its first micro-batch (the start: state
-    stores, Python workers) and the median of its later micro-batches with input (ms)."""
-    out = {}
-    for stream in d.streams:
-        reports = stream.recentProgress
-        later = [r for r in reports if r["batchId"] > 0 and r["numInputRows"]]
-        first = [r["durationMs"].get("triggerExecution", 0) for r in reports if r["batchId"] == 0]
-        out[stream.name] = {"first_batch_ms": float(sum(first)), "batches": len(later),
-                            "trigger_ms": median([float(r["durationMs"].get("triggerExecution", 0)) for r in later]),
-                            "add_batch_ms": median([float(r["durationMs"].get("addBatch", 0)) for r in later]),
-                            "rows_per_batch": median([float(r["numInputRows"]) for r in later])}
+def _per_query(d: Deployment) -> dict[str, float]:
+    """Per query, from its pipelines' progress reports: the slowest pipeline's median micro-batch
+    with input after the first, its ``addBatch``, and the slowest first micro-batch (the start:
+    state stores, Python workers), in ms."""
+    out: dict[str, float] = {}
+    for qid in QUERIES:
+        # a network names a pipeline's query "<query>-<plan>", a plain query is "plain-<query>-<folder>"
+        reports = [s.recentProgress for s in d.streams
+                   if (s.name or "").removeprefix("plain-").startswith(qid + "-")]
+        if not reports:
+            continue
+        later = [[r for r in rs if r["batchId"] > 0 and r["numInputRows"]] for rs in reports]
+        batch = [median([float(r["durationMs"].get("triggerExecution", 0)) for r in rs]) for rs in later]
+        slowest = max(range(len(batch)), key=lambda i: batch[i])
+        out[f"{qid}: batch ms"] = batch[slowest]
+        out[f"{qid}: addBatch ms"] = median([float(r["durationMs"].get("addBatch", 0)) for r in later[slowest]])
+        out[f"{qid}: first batch ms"] = max(float(sum(r["durationMs"].get("triggerExecution", 0) for r in rs
+                                                      if r["batchId"] == 0)) for rs in reports)
     return out
 
 
-def run_config(spark: SparkSession, config: str, folder: Path, chunks: list[dict[str, list[dict]]],
-               settings: Any, only: str | None = None) -> dict[str, Any]:
-    meter = CostMeter(spark)
-    inputs = {stream: folder / "in" / stream for stream in STREAMS}
-    for path in inputs.values():
-        path.mkdir(parents=True, exist_ok=True)
-    trigger_s = settings.trigger_ms / 1000
-    d = _start(spark, config, folder, inputs, f"{settings.trigger_ms} milliseconds", only)
-    per_chunk = []
-    try:
-        for k, chunk in enumerate(chunks):
-            mark = meter.mark()
-            for stream, rows in chunk.items():
-                land(inputs[stream], f"part-{k:05d}.jsonl", rows)
-            d.process_all_available()
-            d.settle(trigger_s)
+def mixed_call(config: str, prepared: str, *, chunks: int, trigger_ms: int,
+               only: str | None = None) -> Callable[[SparkSession, Path, Path], dict[str, float]]:
+    """The pipeline of ``config`` (over query ``only`` alone when given) over the chunks prepared
+    under ``work/prepared``: throughput and cost over the measured chunks."""
+    def call(spark: SparkSession, work: Path, out: Path) -> dict[str, float]:
+        meter, inputs, trigger_s = CostMeter(spark), input_folders(out, STREAMS), trigger_ms / 1000
+        records = sum(sum(1 for _ in (work / prepared / s / f"part-{k:05d}.jsonl").open()) for s in STREAMS
+                      for k in range(1, 1 + chunks))
+        d = _start(spark, config, out, inputs, f"{trigger_ms} milliseconds", only)
+        try:
+            for k in range(1 + chunks):  # chunk 0 warms up
+                if k == 1:
+                    mark = meter.mark()
+                land_prepared(work / prepared, inputs, k)
+                d.process_all_available()
+                d.settle(trigger_s)
             cost = meter.since(mark)
-            if k or not settings.warm_up:  # the first chunk warms up
-                records = sum(len(rows) for rows in chunk.values())
-                per_chunk.append({"records": records, **cost.as_dict()})
-        delivered = _delivered(d)
-        pipelines = len(d.streams)
-        per_query = _per_query(d)
-    finally:
-        d.stop()
-    records = sum(c["records"] for c in per_chunk)
-    wall = sum(c["wall_s"] for c in per_chunk)
-    cpu = sum(c["cpu_s"] for c in per_chunk)
-    return {"records": records, "wall_s": wall, "cpu_s": cpu, "records_per_s": ratio(records, wall),
-            "records_per_cpu_s": ratio(records, cpu),
-            "workers_cpu_s": sum(c["workers_cpu_s"] for c in per_chunk),
-            "jobs": sum(c["jobs"] for c in per_chunk), "tasks": sum(c["tasks"] for c in per_chunk),
-            "jvm_threads_s": {kind: sum(c["jvm_threads_s"][kind] for c in per_chunk)
-                              for kind in (per_chunk[0]["jvm_threads_s"] if per_chunk else {})},
-            "python_workers": per_chunk[-1]["python_workers"] if per_chunk else 0, "pipelines": pipelines,
-            "delivered": delivered, "per_query": per_query}
+            delivered, per_query, pipelines = _delivered(d), _per_query(d), len(d.streams)
+        finally:
+            d.stop()
+        return {"records": records, "records_per_s": ratio(records, cost.wall_s),
+                "records_per_cpu_s": ratio(records, cost.cpu_s), "chunks_wall_s": cost.wall_s,
+                "chunks_cpu_s": cost.cpu_s, "workers_cpu_s": max(cost.workers_cpu_s, 0.0), "jobs": cost.jobs,
+                "tasks": cost.tasks, "pipelines": pipelines, "python_workers": cost.python_workers,
+                "rows_out": sum(delivered.values()), **{f"delivered: {t}": n for t, n in delivered.items()},
+                **per_query, **{f"thread ms: {kind}": 1000 * s for kind, s in cost.jvm_threads_s.items()}}
+    return call
 
 
-def mixed(spark: SparkSession, settings: Any, workdir: Path, log: Callable[[str], None]) -> dict[str, Any]:
-    """Every configuration, ``settings.mixed_rounds`` rounds (order reversed every other round)."""
-    chunks = mixed_data(settings)
-    configs = tuple(settings.mixed_configs)
-    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
-    count = 0
-    for rnd in range(settings.mixed_rounds):
-        for config in reversed(configs) if rnd % 2 else configs:
-            count += 1
-            began = time.perf_counter()
-            runs[config].append(run_config(spark, config, workdir / f"mixed-{count:03d}", chunks, settings))
-            r = runs[config][-1]
-            log(f"  mixed network, {config}: {r['records_per_s']:,.0f} records/s, {r['records_per_cpu_s']:,.0f} "
-                f"per CPU s, {r['pipelines']} queries ({time.perf_counter() - began:.0f} s)")
-    out: dict[str, Any] = {"records_per_chunk": {s: round(median([len(c[s]) for c in chunks[1:]])) for s in STREAMS},
-                           "chunks": settings.mixed_chunks, "rounds": settings.mixed_rounds, "configurations": {}}
-    for config, rs in runs.items():
-        out["configurations"][config] = {
-            **{key: median([r[key] for r in rs]) for key in ("records_per_s", "records_per_cpu_s", "wall_s", "cpu_s",
-                                                             "workers_cpu_s", "jobs", "tasks")},
-            "records": rs[0]["records"], "pipelines": rs[0]["pipelines"], "python_workers": rs[-1]["python_workers"],
-            "delivered": rs[0]["delivered"], "round_records_per_s": [r["records_per_s"] for r in rs],
-            "per_query": rs[-1]["per_query"],
-            "jvm_threads_s": {kind: median([r["jvm_threads_s"][kind] for r in rs]) for kind in rs[0]["jvm_threads_s"]},
-        }
-    if settings.mixed_alone:  # a diagnostic, after the rounds: each query alone, secured and not
-        out["alone"] = {}
-        for qid in ("beats", "ward", "sends"):
-            for config in (SECURED, UNSECURED_NETWORK):
-                count += 1
-                r = run_config(spark, config, workdir / f"mixed-{count:03d}", chunks, settings, only=qid)
-                out["alone"].setdefault(qid, {})[config] = {k: r[k] for k in ("cpu_s", "wall_s", "records_per_s",
-                                                                             "workers_cpu_s", "jobs", "tasks",
-                                                                             "pipelines")}
-            log(f"  mixed network, {qid} alone: " + ", ".join(
-                f"{c} {v['cpu_s']:.1f} s CPU" for c, v in out["alone"][qid].items()))
-    return out
-
-
-__all__ = ["CONFIGS", "MIXED", "MIXED_QUERIES", "PLAIN", "SECURED", "UNSECURED", "UNSECURED_NETWORK", "mixed",
-           "mixed_data"]
+__all__ = ["CONFIGS", "MIXED", "MIXED_QUERIES", "MixedSizes", "PLAIN", "QUERIES", "SECURED", "UNSECURED",
+           "UNSECURED_NETWORK", "mixed_call", "mixed_data", "prepare"]

@@ -32,11 +32,8 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from bench.suite import hook
 from bench.suite.experiment import (Command, Experiment, Facts, InProcess, Pipeline, Reference, Target, Verdict,
                                     Workload, ratio_at_least)
 
@@ -302,18 +299,6 @@ def experiment(events: int | None = None, quick: bool = False) -> Experiment:
     return Experiment("jvm", f"Per-tuple work in the JVM ({tuples:,} tuples per shield input)",
                       _workload(tuples, rows), tuple(pipelines), tuple(targets), reference=PAPER,
                       notes=(__doc__.split("\n\n")[1],))
-
-
-@dataclass(frozen=True)
-class Settings(hook.Settings):
-    """For ``bench/run.py``: this experiment through the suite's hook (``events``: shield tuples)."""
-
-    experiment: str = "jvm"
-
-
-def run(spark, settings: Settings, log: Callable[[str], None] = print) -> dict:  # type: ignore[no-untyped-def, type-arg]
-    """``bench/run.py``'s entry: :func:`bench.suite.hook.run` on bench.run's session."""
-    return hook.run(settings, log, spark=spark)
 
 
 def providers_job(master: str, folder: str) -> None:

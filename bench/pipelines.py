@@ -35,8 +35,6 @@ from streamwarden.plan.nodes import Filter, Join, Node, sources, transform
 from streamwarden.security.rewrite.algorithm import AuthorizedGraph, Rewriting
 from streamwarden.security.rewrite.instantiate import NotApplicable, instantiate
 
-from bench.spark_probe import sql_conf
-
 _RULES = "org.apache.spark.sql.catalyst.optimizer."
 #: Optimizer rules that move a filter above a join into (or below) the join.
 NO_PUSHDOWN = ",".join(_RULES + rule for rule in (
@@ -125,15 +123,3 @@ def post_filtering(spark: SparkSession, catalog: Catalog, rewriting: Rewriting, 
     if pushdown:
         return Pipeline("post-filtering, pushed down", out)
     return Pipeline("post-filtering", out, NO_PUSHDOWN)
-
-
-def plan_features(spark: SparkSession, pipeline: Pipeline) -> dict[str, object]:
-    """What Spark's physical plan for ``pipeline`` looks like: the join operator it picked and
-    whether it evaluates lambda functions (higher-order functions run interpreted, outside
-    whole-stage code generation)."""
-    with sql_conf(spark, EXCLUDED_RULES, pipeline.excluded_rules):
-        # A fresh DataFrame, so the cached plan of ``pipeline.frame`` is not the one used.
-        plan = pipeline.frame.select("*")._jdf.queryExecution().executedPlan().toString()
-    join = next((name for name in ("BroadcastHashJoin", "SortMergeJoin", "ShuffledHashJoin",
-                                   "BroadcastNestedLoopJoin", "CartesianProduct") if name in plan), "unknown")
-    return {"join": join, "lambda_functions": plan.count("lambdafunction(")}

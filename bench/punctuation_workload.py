@@ -9,14 +9,15 @@ shield filters about 50 % of the tuples, as in the paper. The catalog has no
 
 Besides writing the files, this module computes what the pipelines must return, in
 NumPy from the generated records (independently of Spark), so every measured point is
-also a correctness check.
+also a correctness check; :func:`save_manifest` keeps those counts next to the inputs.
 """
 
 from __future__ import annotations
 
-import math
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -146,10 +147,53 @@ def expected_join(a: Tuples, b: Tuples, window: int) -> tuple[int, int]:
     return secured, total
 
 
-def capped_tuples(tuples: int, sp_ratio: int, roles: int, role_budget: int) -> int:
-    """``tuples``, or fewer so that policies × roles (role names the SPs carry) stays within
-    ``role_budget``: the engine's cost per SP grows with its role names (see the report)."""
-    cap = role_budget * sp_ratio / roles
-    if cap >= tuples:
-        return tuples
-    return max(1_000, int(math.floor(cap / 1_000) * 1_000))
+def objects_folder(tuples: int, sp_ratio: int, roles: int) -> str:
+    """The folder (under the workdir) of one Objects stream."""
+    return f"objects-{tuples}-{sp_ratio}-{roles}"
+
+
+def pair_folder(tuples: int, sp_ratio: int, similarity: float, selectivity: float) -> str:
+    """The folder (under the workdir) of one SCJoin pair, A and B in its ``A`` and ``B``."""
+    return f"pair-{tuples}-{sp_ratio}-{similarity:g}-{selectivity:g}"
+
+
+def objects_entry(folder: Path, *, tuples: int, sp_ratio: int, roles: int,
+                  selectivities: tuple[float, ...] = ()) -> dict[str, Any]:
+    """Write an Objects stream; what the pipelines over it must return: the shielded query's
+    rows (``expected``) and, per selectivity of ``speed > X``, X and the rows with and
+    without the shield."""
+    data = objects(folder, tuples=tuples, sp_ratio=sp_ratio, roles=roles)
+    selections = {}
+    for selectivity in selectivities:
+        threshold = speed_threshold(data.tuples, selectivity)
+        passing = data.tuples.speed > threshold
+        selections[f"{selectivity:g}"] = {"threshold": threshold, "selectivity": float(passing.mean()),
+                                          "expected": expected_select(data.tuples, threshold),
+                                          "expected_no_shield": int(passing.sum())}
+    return {"tuples": data.tuples.count, "policies": data.policies, "records": data.records,
+            "expected": expected_select(data.tuples), "selections": selections}
+
+
+def pair_entry(folder: Path, *, tuples: int, sp_ratio: int, roles: int, similarity: float, selectivity: float,
+               window_tuples: int) -> dict[str, Any]:
+    """Write an SCJoin pair; the secured join's rows (``expected``), the unsecured join's,
+    and the measured join selectivity (pairs within a window sharing ``dest``)."""
+    a, b = pair(folder, tuples=tuples, sp_ratio=sp_ratio, roles=roles, similarity=similarity,
+                selectivity=selectivity)
+    secured, total = expected_join(a.tuples, b.tuples, window_tuples)
+    return {"tuples": a.tuples.count + b.tuples.count, "policies": a.policies + b.policies, "expected": secured,
+            "unsecured": total, "selectivity": total / (a.tuples.count * (2 * window_tuples + 1))}
+
+
+MANIFEST = "punctuation-inputs.json"
+
+
+def save_manifest(work: Path, entries: dict[str, dict[str, Any]]) -> None:
+    """Keep every input's entry (folder name -> what :func:`objects_entry`/:func:`pair_entry`
+    returned) next to the inputs, for the pipelines to read."""
+    (work / MANIFEST).write_text(json.dumps(entries, indent=1), encoding="utf-8")
+
+
+def manifest(work: Path) -> dict[str, dict[str, Any]]:
+    """The entries :func:`save_manifest` kept under ``work``."""
+    return json.loads((work / MANIFEST).read_text(encoding="utf-8"))

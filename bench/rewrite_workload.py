@@ -20,7 +20,8 @@ predicates above them still resolve when a plan is compiled.
 Policies (all for the user's role, over the query's streams, from a seeded RNG):
 60 % read policies on single streams (round-robin first, so every input gets one when
 there are enough), 20 % join policies over adjacent stream pairs, 20 % aggregate
-policies on single streams with a random privilege among AVG, MAX, MIN, COUNT, SUM.
+policies on single streams with a random privilege among AVG, MAX, MIN, COUNT, SUM
+(each allows grouping by ``id``, as the query's Σ groups).
 Conditions vary so that some implications are proved syntactically, some need the SMT
 solver and some are refuted by it.
 """
@@ -162,13 +163,16 @@ def policy_specs(shape: QueryShape, total: int, *, seed: int = 1,
             s, function, implied = f"S{rng.randrange(n) + 1}", rng.choice(AGG_FUNCTIONS[1:]), rng.random() < 0.5
         # The query selects a >= 10: a >= 12 implies it (proved by the solver), a >= 5 does not.
         where = f"{s}.a >= {12 if implied else 5}"
-        out.append(_policy(f"g{k + 1}", [s], "[id, b]", function, where, window="{size: 60, offset: 60}"))
+        # group_by: the query's Σ groups by id, and an aggregate policy allows no grouping unless it
+        # says so (inference control); without it no aggregate policy would ever apply.
+        out.append(_policy(f"g{k + 1}", [s], "[id, b]", function, where, window="{size: 60, offset: 60}",
+                           group_by="[id]"))
     return out
 
 
 def _policy(pid: str, streams: list[str], attributes: str, privilege: str, where: str,
-            window: str | None = None) -> str:
-    extra = f", window: {window}" if window else ""
+            window: str | None = None, group_by: str | None = None) -> str:
+    extra = (f", window: {window}" if window else "") + (f", group_by: {group_by}" if group_by else "")
     return (f"  - {{id: {pid}, subject: {ROLE}, streams: [{', '.join(streams)}], attributes: {attributes}, "
             f'privilege: {privilege}, where: "{where}"{extra}}}')
 

@@ -26,7 +26,7 @@ so a stream is a soldiers × instants grid):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -164,3 +164,20 @@ def _window_sum(counts: np.ndarray, reach: int) -> np.ndarray:
     high = np.minimum(t + reach + 1, n)
     low = np.maximum(t - reach, 0)
     return padded[..., high] - padded[..., low]
+
+
+def point_facts(drill: Drill, dataset: str, target: float, window_s: int) -> dict[str, dict[str, float]]:
+    """What one point of the experiment needs from the data, computed once: the policies chosen
+    for ``target`` on ``dataset``, the rows in, and the exact pair counts of the tuples
+    entering the join with the policies applied first (``secured``) and without (``everything``).
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     facts = point_facts(generate(Path(tmp), DataSize(10, 1, 2.0)), "uni", 0.5, 10)
+    >>> facts["policies"]["sid_max"], facts["rows"]["in"], facts["everything"]["key_pairs"]
+    (5, 600, 9000)
+    """
+    policies = choose_policies(drill, dataset, target)
+    return {"policies": asdict(policies), "rows": {"in": drill.rows["Position"] + drill.rows[policies.health_stream]},
+            "secured": asdict(pair_counts(drill, policies, window_s)),
+            "everything": asdict(pair_counts(drill, None, window_s))}

@@ -25,6 +25,7 @@ EXPERIMENTS: dict[str, str] = {
     "network_spark": "bench.network_spark:experiment",
     "network_engine": "bench.network_engine:experiment",
     "service_load": "bench.service_load:experiment",
+    "replay_output": "bench.replay_output:experiment",
     "nexmark": "bench.nexmark:experiment",
     "jvm": "bench.jvm_mechanisms:experiment",
 }
