@@ -1,269 +1,205 @@
-"""Replay at engine speed: ``streamwarden replay --output DIR`` next to the same query in plain PySpark.
+"""Replay at engine speed (issue 14): ``streamwarden replay --output DIR`` next to the same query in plain PySpark.
 
-    python -m bench.replay_output [--rows N] [--repeats K]      # from the repository's root
+The declaration (:func:`experiment`) for :mod:`bench.suite`::
 
-Generates N rows (default 3,000,000) of the drill's ``Position`` stream as Parquet
-(:func:`streamwarden.datagen.generate_drill`, seeded; 1,000 soldiers in 4 platoons, one
-report a second, 4 files), then times whole processes, interleaved, K times each:
+    python -m bench.suite replay_output [--events ROWS] [--quick]
+
+The workload is the drill's ``Position`` stream as Parquet (:func:`streamwarden.datagen.generate_drill`,
+seed 7; 1,000 soldiers in 4 platoons, one report a second, 4 files; ``events`` rows, default
+3,000,000). Every pipeline is a whole process, each started by the same small launcher
+(:func:`launch`):
 
 * ``streamwarden``: ``streamwarden replay --catalog examples/drill.yaml --user paul --query
-  "SELECT SID, Pos FROM Position" --output DIR``: a one-policy selection (p1: paul's
-  platoon only, a quarter of the rows), written by Spark's tasks as JSON part files;
-* ``plain``: a PySpark script (:func:`plain_job`, run by the same Python) that reads the
-  same Parquet, keeps ``Platoon = 'X'``, projects ``SID, Pos`` and writes ``df.write.json``:
-  the query as its author would write it by hand;
-* ``plain+provenance``: the same script also writing streamwarden's two extra columns
-  (``_policies``, ``_graph``), so its files hold exactly streamwarden's lines: the gap
-  between it and ``plain`` is the price of the output's provenance, the gap between it
-  and ``streamwarden`` the engine's own.
+  "SELECT SID, Pos FROM Position" --output DIR``, exactly as a user types it: a one-policy
+  selection (p1: paul's platoon only, a quarter of the rows), written by Spark's tasks as
+  JSON part files;
+* ``plain``: the query written by hand in PySpark (:func:`job`, run by the same Python): read
+  the Parquet, keep ``Platoon = 'X'``, project ``SID, Pos``, ``df.write.json``;
+* ``plain+provenance``: the same, also writing streamwarden's two extra columns (``_policies``,
+  ``_graph``), so its files hold exactly streamwarden's lines;
+* ``streamwarden, step by step`` (group ``phases``): what ``streamwarden replay`` runs, one
+  library call after the other, each phase timed, to say where streamwarden's time goes.
 
-Both sides run on master ``local[2]`` with the settings streamwarden's session starts with
-(:func:`streamwarden.engine.session.spark_settings`: shuffle partitions, parallelism, UTC,
-umask 077, UI off, ...). Wall time is the command's, from start to exit; CPU time is the
-whole process tree's (user + system, from ``getrusage(RUSAGE_CHILDREN)`` deltas; this
-process becomes a child subreaper, so the JVM and the Python workers count even when they
-outlive their parent). Then one more process of each side runs phase by phase (imports,
-Spark's start, building the DataFrames, the write, the stop: :func:`phases_job`), to say
-where the time goes. Prints markdown tables (medians and minima; the phases) and writes
-``bench/results/replay_output.json``. The target: streamwarden at least 0.9x the plain
-speed (plain's median wall time over streamwarden's). On a machine shared with other
-work, wall times swing with its load (recorded per sample); CPU times swing less.
+    >>> e = experiment(quick=True)
+    >>> [p.name for p in e.pipelines], len(e.targets)
+    (['streamwarden', 'plain', 'plain+provenance', 'streamwarden, step by step'], 1)
 """
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import json
+import math
 import os
-import resource
-import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Sequence
+
+from bench.suite.experiment import (Column, Command, Experiment, Facts, Measured, Pipeline, Plot, Table, Workload,
+                                    ratio_at_least)
+from bench.suite.job import process_tree_cpu_s
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = Path(__file__).resolve().parent / "results" / "replay_output.json"
 CATALOG = ROOT / "examples" / "drill.yaml"
 USER = "paul"
 QUERY = "SELECT SID, Pos FROM Position"  # drill.yaml's p1 is the one policy that applies: Platoon = 'X'
 MASTER = "local[2]"
-TARGET = 0.9
+SEED = 7
 SOLDIERS = 1000
 FILES = 4
-KINDS = ("streamwarden", "plain", "plain+provenance")
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One timed process: which kind, its wall and CPU seconds, the rows its files hold, and
-    the machine's 1-minute load average when it ended (other work on the machine shows there)."""
-
-    kind: str
-    wall_s: float
-    cpu_s: float
-    rows: int
-    load: float
+#: The phases a timed process reports, as ``<key>_s`` (wall) and ``<key>_cpu_s`` (its process tree's CPU).
+PHASES = (("import_pyspark", "import pyspark"), ("import_streamwarden", "import streamwarden"),
+          ("authorize", "catalog, authorize, check inputs"), ("spark_start", "Spark start"),
+          ("build", "build the job (DataFrames)"), ("write", "write"), ("stop", "stop"))
 
 
 # -- the input ------------------------------------------------------------------------------------
-def generate(folder: Path, rows: int, seed: int) -> tuple[Path, int]:
-    """The drill's Position stream, about ``rows`` rows (whole seconds of 1,000 soldiers), as
-    Parquet files under ``folder``; returns their folder and the exact row count."""
-    from streamwarden.datagen import generate_drill
+def _workload(rows: int) -> Workload:
+    def prepare(work: Path) -> Facts:
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
 
-    soldiers = min(SOLDIERS, rows)
-    steps = max(1, round(rows / soldiers))
-    summary = generate_drill(folder, soldiers=soldiers, platoons=4, minutes=steps / 60, interval_seconds=1.0,
-                             health="uni", fmt="parquet", seed=seed, files_per_stream=min(FILES, steps))
-    return folder / "Position", summary.rows["Position"]
+        from streamwarden.datagen import generate_drill
+
+        soldiers = min(SOLDIERS, rows)
+        steps = max(1, round(rows / soldiers))  # whole seconds of every soldier's report
+        summary = generate_drill(work / "data", soldiers=soldiers, platoons=4, minutes=steps / 60,
+                                 interval_seconds=1.0, health="uni", fmt="parquet", seed=SEED,
+                                 files_per_stream=min(FILES, steps))
+        platoon = pq.read_table(work / "data" / "Position", columns=["Platoon"]).column("Platoon")
+        return {"rows": summary.rows["Position"], "platoon X rows": pc.sum(pc.equal(platoon, "X")).as_py() or 0}
+
+    return Workload(f"the drill's Position stream, about {rows:,} rows (1,000 soldiers, 4 platoons, one report a "
+                    f"second, {FILES} Parquet files, seed {SEED})", prepare)
 
 
-def spark_conf() -> dict[str, str]:
-    """The settings streamwarden's session starts with on ``MASTER`` (given to the plain script too)."""
-    from streamwarden.engine.session import spark_settings
+# -- the processes --------------------------------------------------------------------------------
+def _launched(child: Callable[[Path, Path], list[str]]) -> Command:
+    return Command(lambda work, out: [sys.executable, "-m", "bench.replay_output", "launch", str(out), "--",
+                                      *child(work, out)])
 
-    return dict(spark_settings(MASTER, (), environ={}).conf)
 
-
-# -- the two sides --------------------------------------------------------------------------------
-def streamwarden_command(parquet: Path, output: Path) -> list[str]:
+def _cli(work: Path, out: Path) -> list[str]:
     """The replay exactly as a user types it (the console script of this Python's environment)."""
-    return [str(Path(sys.executable).parent / "streamwarden"), "replay", "--master", MASTER,
-            "--catalog", str(CATALOG), "--user", USER, "--query", QUERY,
-            "--input", f"Position={parquet}", "--output", str(output)]
+    return [str(Path(sys.executable).parent / "streamwarden"), "replay", "--master", MASTER, "--catalog",
+            str(CATALOG), "--user", USER, "--query", QUERY, "--input", f"Position={work / 'data' / 'Position'}",
+            "--output", str(out)]
 
 
-def plain_command(parquet: Path, output: Path, conf: dict[str, str], provenance: bool) -> list[str]:
-    return [sys.executable, "-m", "bench.replay_output", "plain-job", str(parquet), str(output), json.dumps(conf),
-            "provenance" if provenance else "query"]
+def _job(side: str) -> Callable[[Path, Path], list[str]]:
+    def argv(work: Path, out: Path) -> list[str]:
+        from streamwarden.engine.session import spark_settings
+
+        # Computed here, not in the plain process: importing streamwarden there would cost it 1.4 s.
+        conf = dict(spark_settings(MASTER, (), environ={}).conf)
+        return [sys.executable, "-m", "bench.replay_output", "job", side, str(work / "data" / "Position"), str(out),
+                json.dumps(conf)]
+    return argv
 
 
-def plain_job(argv: Sequence[str]) -> None:
-    """The hand-written PySpark job: ``PARQUET OUTPUT CONF_JSON query|provenance``."""
-    from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
-
-    parquet, output, conf, columns = argv
-    builder = SparkSession.builder.master(MASTER).appName("plain")
-    for key, value in json.loads(conf).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    rows = spark.read.parquet(parquet).filter(F.col("Platoon") == "X")
-    extra = [F.array(F.lit("p1")).alias("_policies"), F.lit("ag1").alias("_graph")] if columns == "provenance" else []
-    rows.select("SID", "Pos", *extra).write.json(output)
-    spark.stop()
-
-
-# -- where the time goes ----------------------------------------------------------------------------
-class Phases:
-    """Wall and process-tree CPU seconds per phase of one process: this Python, plus Spark's
-    JVM and its Python workers once the JVM runs (``/proc``; Linux)."""
+class _Clock:
+    """Wall and CPU seconds per phase; CPU of this process's whole tree (the Python, Spark's JVM,
+    its workers: ``/proc``, about 3 ms a reading, cheap enough to leave in the plain job)."""
 
     def __init__(self) -> None:
-        self.jvm: int | None = None
-        self.marks: list[tuple[str, float, float]] = [("start", time.perf_counter(), self.cpu())]
-
-    def cpu(self) -> float:
-        own = resource.getrusage(resource.RUSAGE_SELF)
-        total = own.ru_utime + own.ru_stime
-        if self.jvm is not None:
-            try:
-                workers = Path(f"/proc/{self.jvm}/task/{self.jvm}/children").read_text().split()
-            except OSError:
-                workers = []
-            total += sum(_proc_cpu(pid) for pid in [str(self.jvm), *workers])
-        return total
+        self.numbers: dict[str, float] = {}
+        self.last = (time.perf_counter(), process_tree_cpu_s(os.getpid()))
 
     def mark(self, phase: str) -> None:
-        self.marks.append((phase, time.perf_counter(), self.cpu()))
-
-    def table(self) -> dict[str, dict[str, float]]:
-        return {phase: {"wall_s": round(wall - w0, 3), "cpu_s": round(cpu - c0, 3)}
-                for (phase, wall, cpu), (_, w0, c0) in zip(self.marks[1:], self.marks)}
-
-
-def _proc_cpu(pid: str) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+        now = (time.perf_counter(), process_tree_cpu_s(os.getpid()))
+        self.numbers[f"{phase}_s"] = round(now[0] - self.last[0], 3)
+        self.numbers[f"{phase}_cpu_s"] = round(now[1] - self.last[1], 3)
+        self.last = now
 
 
-def phases_job(argv: Sequence[str]) -> None:
-    """One process of either side, its phases timed: ``streamwarden|plain PARQUET OUTPUT CONF_JSON``.
-    The streamwarden side runs what ``streamwarden replay`` runs, step by step; prints JSON."""
-    side, parquet, output, conf = argv
-    clock = Phases()
+def job(side: str, parquet: str, output: str, conf: str) -> None:
+    """One process, its phases timed (printed as a JSON line): ``plain`` and ``plain+provenance``
+    are the query written by hand in PySpark on streamwarden's Spark settings (``conf``);
+    ``streamwarden`` runs what ``streamwarden replay --output DIR`` runs, step by step."""
+    clock = _Clock()
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    clock.mark("import pyspark")
+    clock.mark("import_pyspark")
     if side == "streamwarden":
         from streamwarden import api
         from streamwarden.engine.execute import build_job, check_inputs
-        from streamwarden.engine.sinks import write_parts
+        from streamwarden.engine.session import get_spark
+        from streamwarden.engine.sinks import check_replay_output, write_parts
 
-        clock.mark("import streamwarden")
+        clock.mark("import_streamwarden")
         catalog = api.load_catalog(CATALOG)
         rewriting = api.authorize(catalog, USER, QUERY)
         check_inputs(catalog, ["Position"], {"Position": parquet})
-        clock.mark("catalog, authorize, check inputs")
-    if side == "streamwarden":
-        from streamwarden.engine.session import get_spark
-
-        spark = get_spark(MASTER)  # streamwarden's own session: conf, plus whatever it adds
+        check_replay_output(output)
+        clock.mark("authorize")
+        spark = get_spark(MASTER)  # streamwarden's own session: the settings, plus whatever it adds
     else:
-        builder = SparkSession.builder.master(MASTER)
+        builder = SparkSession.builder.master(MASTER).appName("plain")
         for key, value in json.loads(conf).items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
-    clock.jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
-    clock.mark("Spark start")
+    clock.mark("spark_start")
     if side == "streamwarden":
-        job = build_job(spark, catalog, rewriting, {"Position": parquet}, streaming=False)
-        clock.mark("build the job (DataFrames)")
-        write_parts(job, output)
+        built = build_job(spark, catalog, rewriting, {"Position": parquet}, streaming=False)
+        clock.mark("build")
+        write_parts(built, output)
     else:
-        frame = spark.read.parquet(parquet).filter(F.col("Platoon") == "X").select("SID", "Pos")
-        clock.mark("build the job (DataFrames)")
+        frame = spark.read.parquet(parquet).filter(F.col("Platoon") == "X")
+        extra = [F.array(F.lit("p1")).alias("_policies"), F.lit("ag1").alias("_graph")] if "+" in side else []
+        frame = frame.select("SID", "Pos", *extra)
+        clock.mark("build")
         frame.write.json(output)
     clock.mark("write")
     spark.stop()
     clock.mark("stop")
-    print(json.dumps(clock.table()))
+    print(json.dumps(clock.numbers), flush=True)
 
 
-def phases(parquet: Path, workdir: Path, conf: dict[str, str]) -> dict[str, dict[str, dict[str, float]]]:
-    """Each side's phases, one process each."""
-    found = {}
-    for side in ("streamwarden", "plain"):
-        output = workdir / f"phases-{side}"
-        done = subprocess.run([sys.executable, "-m", "bench.replay_output", "phases-job", side, str(parquet),
-                               str(output), json.dumps(conf)], cwd=ROOT, env=child_env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True, check=True)
-        found[side] = json.loads(done.stdout.strip().splitlines()[-1])
-        shutil.rmtree(output, ignore_errors=True)
-    return found
+# -- the launcher ---------------------------------------------------------------------------------
+def launch(output: Path, argv: Sequence[str]) -> None:
+    """Run ``argv`` to its end and every process it left behind, then print one JSON line: the
+    lines of ``output``'s part files (``rows_out``), the time counting them took, the machine's
+    1-minute load, and whatever JSON line the child printed last.
 
-
-# -- timing whole processes -----------------------------------------------------------------------
-def become_subreaper() -> bool:
-    """Adopt this process's orphaned descendants (Linux), so their CPU time reaches
-    ``RUSAGE_CHILDREN`` once reaped: PySpark's JVM may outlive the Python that started it."""
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    Why a launcher: the runner counts a process tree's CPU through ``RUSAGE_CHILDREN``, which
+    holds only processes waited for. PySpark's JVM exits after the Python that started it (when
+    its stdin closes), and ``streamwarden replay`` does not wait for it, so it would be reparented
+    to init and its CPU time lost. The launcher becomes a child subreaper (Linux), adopts it and
+    reaps it; its time then reaches the runner with the launcher's own. Every side runs under
+    it, so every side pays the same few tens of milliseconds of it."""
+    try:  # PR_SET_CHILD_SUBREAPER
+        subreaper = ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
-        return False
-
-
-def reap() -> None:
-    """Wait for every descendant left (adopted orphans): their CPU time is then counted."""
-    while True:
+        subreaper = False
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMWARDEN_")}  # the same Spark for all
+    done = subprocess.run(list(argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while True:  # adopted orphans: the JVM above
         try:
             os.waitpid(-1, 0)
         except ChildProcessError:
-            return
-
-
-def child_env() -> dict[str, str]:
-    """This environment without streamwarden's settings (both sides get the same Spark), with
-    the repository on the path (``bench`` is not installed)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMWARDEN_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
-    return env
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def timed(kind: str, command: list[str], output: Path, workdir: Path) -> Sample:
-    """Run ``command`` to its end; its wall time, its process tree's CPU time, the rows it wrote."""
-    cpu = children_cpu()
-    start = time.perf_counter()
-    done = subprocess.run(command, cwd=workdir, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True)
-    wall = time.perf_counter() - start
-    reap()
-    cpu = children_cpu() - cpu
+            break
     if done.returncode != 0:
-        raise SystemExit(f"{kind} failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
+        sys.stderr.write(done.stderr)
+        raise SystemExit(done.returncode)
+    began = time.perf_counter()
     rows = count_lines(output)
-    shutil.rmtree(output)
-    return Sample(kind, wall, cpu, rows, os.getloadavg()[0])
+    printed = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    print(json.dumps({**(json.loads(printed[-1]) if printed else {}), "rows_out": rows,
+                      "count_s": round(time.perf_counter() - began, 3), "load": os.getloadavg()[0],
+                      "subreaper": int(subreaper)}), flush=True)
 
 
 def count_lines(folder: Path) -> int:
+    """The lines of the ``part-*`` files in ``folder``.
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp()); _ = (d / "part-0.json").write_text("{}\\n{}\\n")
+    >>> count_lines(d)
+    2
+    """
     total = 0
     for part in folder.glob("part-*"):
         with open(part, "rb") as handle:
@@ -271,129 +207,124 @@ def count_lines(folder: Path) -> int:
     return total
 
 
-# -- the experiment -------------------------------------------------------------------------------
-def measure(rows: int, repeats: int, seed: int, *, with_phases: bool = True,
-            log=print) -> dict:  # type: ignore[no-untyped-def]
-    """Generate the input, time the kinds interleaved, ``repeats`` rounds, then (``with_phases``)
-    one process of each side phase by phase."""
-    subreaper = become_subreaper()
-    conf = spark_conf()
-    workdir = Path(tempfile.mkdtemp(prefix="sw-replay-output-"))
-    try:
-        parquet, written = generate(workdir / "data", rows, seed)
-        commands = {
-            "streamwarden": lambda out: streamwarden_command(parquet, out),
-            "plain": lambda out: plain_command(parquet, out, conf, provenance=False),
-            "plain+provenance": lambda out: plain_command(parquet, out, conf, provenance=True),
-        }
-        samples: list[Sample] = []
-        for round_ in range(repeats):
-            for kind in KINDS:
-                output = workdir / f"out-{round_}-{kind.replace('+', '-')}"
-                samples.append(timed(kind, commands[kind](output), output, workdir))
-                log(f"  round {round_ + 1}/{repeats} {kind}: {samples[-1].wall_s:.1f} s wall, "
-                    f"{samples[-1].cpu_s:.1f} s CPU, {samples[-1].rows} rows, load {samples[-1].load:.1f}")
-        phased = phases(parquet, workdir, conf) if with_phases else {}
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return {**summarize(samples, written, repeats, seed, subreaper, conf), "phases": phased}
+# -- the report -----------------------------------------------------------------------------------
+def explain(measured: Measured, facts: Facts) -> list[str]:
+    """The rows each process wrote, where the time goes, and how loaded the machine was
+    (the speed ratios are the tables')."""
+    said = []
+    written = {name: sorted({int(r["rows_out"]) for r in runs}) for name, runs in measured.runs_by_pipeline.items()
+               if runs}
+    if written and all(rows == [facts["platoon X rows"]] for rows in written.values()):
+        said.append(f"Every process wrote the {facts['platoon X rows']:,} rows of platoon X, of {facts['rows']:,}.")
+    elif written:
+        said.append("**Rows written differ**: " + "; ".join(f"{n}: {'/'.join(f'{r:,}' for r in rows)}"
+                                                            for n, rows in written.items())
+                    + f" (platoon X holds {facts['platoon X rows']:,}).")
+    steps, plain = "streamwarden, step by step", "plain"
+    if measured.runs(steps) and measured.runs(plain):
+        def phase(name: str, key: str) -> float:
+            value = measured.median(name, f"{key}_s")
+            return 0.0 if math.isnan(value) else value
+        own = sum(phase(steps, k) for k in ("import_streamwarden", "authorize"))
+        said.append(f"Where the time goes (medians, wall s, streamwarden step by step vs plain): Spark's start "
+                    f"{phase(steps, 'spark_start'):.1f} vs {phase(plain, 'spark_start'):.1f} of "
+                    f"{measured.median(steps, 'wall_s'):.1f} vs {measured.median(plain, 'wall_s'):.1f} in all; streamwarden's own work "
+                    f"before Spark (import, catalog, authorize, check inputs) {own:.1f}; building the DataFrames "
+                    f"{phase(steps, 'build'):.1f} vs {phase(plain, 'build'):.1f}; the write "
+                    f"{phase(steps, 'write'):.1f} vs {phase(plain, 'write'):.1f}.")
+    loads = [r["load"] for runs in measured.runs_by_pipeline.values() for r in runs if "load" in r]
+    if loads:
+        said.append(f"Machine load (1 min) at the processes' ends: {min(loads):.1f} to {max(loads):.1f}; wall times "
+                    "swing with it, CPU times less.")
+    if any(r.get("subreaper") == 0 for runs in measured.runs_by_pipeline.values() for r in runs):
+        said.append("**CPU times are incomplete**: the launcher could not become a subreaper, so a JVM that "
+                    "outlived its Python was not counted.")
+    return said
 
 
-def summarize(samples: list[Sample], rows: int, repeats: int, seed: int, subreaper: bool,
-              conf: dict[str, str]) -> dict:
-    """Medians (and minima) per kind, the speed ratios to plain, and everything measured."""
-    stats = {}
-    for kind in KINDS:
-        mine = [s for s in samples if s.kind == kind]
-        stats[kind] = {"wall_s": statistics.median(s.wall_s for s in mine), "min_wall_s": min(s.wall_s for s in mine),
-                       "cpu_s": statistics.median(s.cpu_s for s in mine),
-                       "rows_written": sorted({s.rows for s in mine})}
-    mine, plain = stats["streamwarden"], stats["plain"]
-    ratio = plain["wall_s"] / mine["wall_s"]
-    return {
-        "experiment": "replay_output", "input_rows": rows, "repeats": repeats, "seed": seed, "master": MASTER,
-        "query": QUERY, "user": USER, "catalog": str(CATALOG.relative_to(ROOT)), "spark_conf": conf,
-        "tree_cpu_complete": subreaper, "medians": stats,
-        "speed_ratio_streamwarden_over_plain": ratio,
-        "speed_ratio_min_wall": plain["min_wall_s"] / mine["min_wall_s"],
-        "cpu_ratio_plain_over_streamwarden": plain["cpu_s"] / mine["cpu_s"],
-        "speed_ratio_streamwarden_over_plain_provenance": stats["plain+provenance"]["wall_s"] / mine["wall_s"],
-        "target": TARGET, "target_met": ratio >= TARGET, "samples": [asdict(s) for s in samples],
-        "machine": machine(),
-    }
+NOTES = (
+    "Both sides run on master `local[2]` with the settings streamwarden's session starts with "
+    "(`streamwarden.engine.session.spark_settings`: shuffle partitions, parallelism, UTC, umask 077, UI off, ...), "
+    "given to the plain script as its SparkSession's conf; `STREAMWARDEN_*` variables are removed from every "
+    "process's environment.",
+    "Wall time is the runner's, of the whole process from start to exit; CPU time is the whole process tree's "
+    "(`RUSAGE_CHILDREN`). Every process is started by the same launcher (`python -m bench.replay_output launch`), "
+    "which becomes a child subreaper so that Spark's JVM, which outlives the Python that started it, is reaped "
+    "and counted; it then counts the lines of the part files (`rows out`; `count s` is its share of the wall "
+    "time), so every side pays the same few tens of milliseconds beyond its own work.",
+    "plain+provenance writes streamwarden's lines exactly: the gap between it and plain is the price of the "
+    "output's provenance (`_policies`, `_graph`), the gap between it and streamwarden the engine's own.",
+    "The phases (imports, Spark's start, building the DataFrames, the write, the stop) are timed inside the "
+    "plain processes and inside `streamwarden, step by step` (the library calls `streamwarden replay` makes, in "
+    "its order): wall seconds, and CPU seconds of the process tree (`/proc`: the Python, the JVM, its workers). "
+    "Run with `--only replay` to leave the step-by-step process out.",
+    "On a machine shared with other work, wall times swing with its load (the load column); CPU times swing less.",
+)
 
 
-def machine() -> dict:
-    try:
-        from bench.machine import collect
-
-        return collect(ROOT).as_dict()
-    except Exception as exc:  # the numbers stand without it
-        return {"unknown": str(exc)}
-
-
-def table(result: dict) -> str:
-    """The markdown table of medians."""
-    plain = result["medians"]["plain"]["wall_s"]
-    lines = [f"Replay of a one-policy selection over {result['input_rows']:,} Parquet rows, {result['master']}, "
-             f"median of {result['repeats']} (whole processes, interleaved)", "",
-             "| process | wall s | min wall s | CPU s (tree) | rows written | speed vs plain |",
-             "|---|---:|---:|---:|---:|---:|"]
-    for kind in KINDS:
-        m = result["medians"][kind]
-        rows = "/".join(f"{r:,}" for r in m["rows_written"])
-        lines.append(f"| {kind} | {m['wall_s']:.1f} | {m['min_wall_s']:.1f} | {m['cpu_s']:.1f} | {rows} | "
-                     f"{plain / m['wall_s']:.2f}x |")
-    loads = [s["load"] for s in result["samples"]]
-    verdict = "met" if result["target_met"] else "missed"
-    lines += ["", f"streamwarden / plain speed: {result['speed_ratio_streamwarden_over_plain']:.2f}x by median wall "
-                  f"time (target >= {result['target']}x: {verdict}); {result['speed_ratio_min_wall']:.2f}x by "
-                  f"minimum; plain's CPU time / streamwarden's {result['cpu_ratio_plain_over_streamwarden']:.2f}x. "
-                  f"Machine load (1 min) {min(loads):.1f} to {max(loads):.1f} on {result['machine'].get('cpus', '?')} "
-                  "CPUs."]
-    if result.get("phases"):
-        lines += ["", *phase_table(result["phases"])]
-    return "\n".join(lines)
-
-
-def phase_table(found: dict[str, dict[str, dict[str, float]]]) -> list[str]:
-    """Where each side's time goes, one process each: wall / CPU seconds per phase."""
-    names = list(dict.fromkeys(p for side in found.values() for p in side))
-    lines = ["| phase (one process each) | streamwarden wall / CPU s | plain wall / CPU s |", "|---|---:|---:|"]
-    for name in [*names, "total"]:
-        cells = []
-        for side in ("streamwarden", "plain"):
-            spent = found[side]
-            if name == "total":
-                cells.append(f"{sum(v['wall_s'] for v in spent.values()):.1f} / "
-                             f"{sum(v['cpu_s'] for v in spent.values()):.1f}")
-            else:
-                cells.append(f"{spent[name]['wall_s']:.1f} / {spent[name]['cpu_s']:.1f}" if name in spent else "-")
-        lines.append(f"| {name} | {cells[0]} | {cells[1]} |")
-    return lines
+def experiment(events: int | None = None, quick: bool = False) -> Experiment:
+    """The experiment over ``events`` input rows (default 3,000,000; ``quick``: 100,000)."""
+    rows = events or (100_000 if quick else 3_000_000)
+    timed = {"phases": "timed"}
+    pipelines = (
+        Pipeline("streamwarden", _launched(_cli), "replay", "streamwarden", ("rows",)),
+        Pipeline("plain", _launched(_job("plain")), "replay", "plain", ("rows",), timed),
+        Pipeline("plain+provenance", _launched(_job("plain+provenance")), "replay", "plain+provenance", ("rows",),
+                 timed),
+        Pipeline("streamwarden, step by step", _launched(_job("streamwarden")), "phases",
+                 "streamwarden, step by step", ("rows",), timed),
+    )
+    replay = {"group": "replay"}
+    return Experiment(
+        name="replay_output", title=f"`streamwarden replay --output DIR` against plain PySpark ({rows:,} rows)",
+        workload=_workload(rows), pipelines=pipelines,
+        targets=(ratio_at_least("`streamwarden replay --output DIR` at least 0.9× plain PySpark's speed (plain's "
+                                "median wall time over streamwarden's, whole processes)", "streamwarden", "plain",
+                                0.9),),
+        notes=NOTES, explain=explain, warmup=False,  # whole processes only: each is timed cold, as a user runs it
+        tables=(
+            Table("Whole processes", ("variant",), (
+                Column("wall s", "wall_s"), Column("min wall s", "wall_s", stat="min"),
+                Column("CPU s (tree)", "cpu_s"), Column("rows out", "rows_out"), Column("rows in/s", "rows_per_s"),
+                Column("rows in/CPU s", "rows_per_cpu_s"), Column("count s", "count_s"),
+                Column("load (1 min)", "load")), replay,
+                f"A one-policy selection over the Parquet rows, {MASTER}; medians of the runs (whole processes, "
+                "interleaved)."),
+            Table("Speed against plain PySpark", ("group",), (
+                Column("streamwarden / plain, median wall", "rows_per_s", "streamwarden", over="plain", unit="×"),
+                Column("by minimum wall", "wall_s", "plain", over="streamwarden", stat="min", unit="×"),
+                Column("plain CPU / streamwarden CPU", "cpu_s", "plain", over="streamwarden", unit="×"),
+                Column("streamwarden / plain+provenance", "rows_per_s", "streamwarden", over="plain+provenance",
+                       unit="×"),
+                Column("plain+provenance / plain", "rows_per_s", "plain+provenance", over="plain", unit="×")),
+                replay),
+            Table("Where the time goes: wall s per phase", ("variant",),
+                  (*(Column(title, f"{key}_s") for key, title in PHASES), Column("whole process", "wall_s")),
+                  timed, "Medians; a phase a process does not have is `—`."),
+            Table("Where the time goes: CPU s per phase (process tree)", ("variant",),
+                  (*(Column(title, f"{key}_cpu_s") for key, title in PHASES), Column("whole process", "cpu_s")),
+                  timed)),
+        plots=(
+            Plot("seconds", "seconds per process (median, min-max)", "variant",
+                 Column("wall s", "wall_s"), series=(), where=replay, kind="bars",
+                 also=(Column("CPU s (tree)", "cpu_s"),)),
+            Plot("phases", "wall seconds per phase (median)", "variant",
+                 Column(PHASES[0][1], f"{PHASES[0][0]}_s"), series=(), where=timed, kind="bars",
+                 also=tuple(Column(title, f"{key}_s") for key, title in PHASES[1:]))),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``launch OUTPUT -- ARGV...`` or ``job SIDE PARQUET OUTPUT CONF_JSON`` (the suite starts both)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["plain-job"]:
-        plain_job(argv[1:])
-        return 0
-    if argv[:1] == ["phases-job"]:
-        phases_job(argv[1:])
-        return 0
-    parser = argparse.ArgumentParser(prog="python -m bench.replay_output", description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=3_000_000, help="input rows (default 3,000,000)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed rounds of each process (default 3)")
-    parser.add_argument("--seed", type=int, default=7, help="the generator's seed (default 7)")
-    parser.add_argument("--output", type=Path, default=RESULTS, help=f"results JSON (default {RESULTS})")
-    parser.add_argument("--no-phases", action="store_true", help="skip the phase-by-phase process of each side")
-    args = parser.parse_args(argv)
-    if args.rows < 1 or args.repeats < 1:
-        parser.error("--rows and --repeats must be at least 1")
-    result = measure(args.rows, args.repeats, args.seed, with_phases=not args.no_phases)
-    print(table(result))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({**result, "table": table(result)}, indent=2) + "\n")
+    if argv[:1] == ["launch"] and argv[2:3] == ["--"]:
+        launch(Path(argv[1]), argv[3:])
+    elif argv[:1] == ["job"] and len(argv) == 5:
+        job(*argv[1:])
+    else:
+        print("usage: python -m bench.replay_output launch OUTPUT -- ARGV... | job SIDE PARQUET OUTPUT CONF_JSON\n"
+              "(run the experiment with: python -m bench.suite replay_output [--quick])", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -186,7 +186,8 @@ def run(experiment: Experiment, *, repeats: int = 3, workdir: Path | None = None
     observations = list(experiment.explain(measured_runs, facts)) if experiment.explain else []
     results = {
         "experiment": experiment.name, "title": experiment.title, "when": time.strftime("%Y-%m-%d %H:%M"),
-        "command": command or f"python -m bench.suite {experiment.name}", "repeats": repeats, "warmup": warmup,
+        "command": command or f"python -m bench.suite {experiment.name}", "repeats": repeats,
+        "warmup": warmup and any(not isinstance(p.run, Command) for p in experiment.pipelines),
         "duration_s": round(time.perf_counter() - started, 1), "prepare_s": round(prepare_s, 1),
         "machine": info, "versions": versions(info, spark),
         "load_average": {"start": [round(x, 2) for x in load_before], "end": [round(x, 2) for x in os.getloadavg()]},
