@@ -103,8 +103,10 @@ def _git_commit(repo: Path) -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True,
                               text=True, timeout=30).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
-                               capture_output=True, text=True, timeout=30).stdout.strip()
+        # The results a run is writing are not a change to what it measures.
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)bench/results"], cwd=repo, capture_output=True, text=True,
+                               timeout=30).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     if not head:
