@@ -341,7 +341,8 @@ def _compared(m: Measured, ratio_: int, roles: int) -> float:
 def _cost_text(m: Measured, ratio_: int, roles: int, paper: float) -> str:
     marginal, cost = _cost(m, ratio_, roles)
     value = _compared(m, ratio_, roles)
-    return f"{_f(value)} ms ({value / paper:.0f}× the paper's)" + (
+    times = f"{value / paper:.2g}" if value < 10 * paper else f"{value / paper:.0f}"
+    return f"{_f(value)} ms ({times}× the paper's)" + (
         "" if math.isnan(marginal) else f"; {_f(cost)} ms with the fixed cost of a job")
 
 

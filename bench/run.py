@@ -111,13 +111,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="runs per pipeline (default 3, quick 1)")
     parser.add_argument("--output", type=Path, default=RESULTS, help="results directory (default bench/results)")
     parser.add_argument("--report-only", action="store_true", help="re-render README.md and every report, measure nothing")
+    parser.add_argument("--rejudge", action="store_true",
+                        help="with --report-only: take targets, observations, tables and plots anew from the "
+                             "declarations (full size) over the saved runs")
     args = parser.parse_args(argv)
     args.output.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     if args.report_only:
         for name in EXPERIMENTS:
-            if (args.output / f"{name}.json").exists():
-                report.render(json.loads((args.output / f"{name}.json").read_text(encoding="utf-8")), args.output)
+            saved = args.output / f"{name}.json"
+            if saved.exists():
+                results = json.loads(saved.read_text(encoding="utf-8"))
+                if args.rejudge:
+                    try:
+                        results = runner.rejudge(declaration(name)(), results)
+                    except ValueError as mismatch:
+                        _log(f"{mismatch}: left as saved")
+                    else:
+                        saved.write_text(json.dumps(runner.json_safe(results), indent=1, ensure_ascii=False) + "\n",
+                                         encoding="utf-8")
+                report.render(results, args.output)
     else:
         command = "python -m bench.run" + (" --quick" if args.quick else "") + (f" --only {args.only}" if args.only else "") \
             + (f" --repeats {args.repeats}" if args.repeats else "")

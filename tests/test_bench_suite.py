@@ -3,6 +3,7 @@ ratios between variants, observations computed from the measurements."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -77,3 +78,15 @@ def test_declarations_are_checked_when_made():
         Plot("p", "t", "n", Column("x", "wall_s"), kind="pie")
     assert statistic([{"t": 1.0}] * 19 + [{"t": 9.0}], "t", "p95") == 1.0
     assert statistic([{"t": float(i)} for i in range(1, 101)], "t", "p95") == 95.0
+
+
+def test_saved_runs_are_judged_anew_by_a_changed_declaration_without_measuring(tmp_path: Path):
+    results = json.loads(json.dumps(runner.json_safe(
+        runner.run(_sweep(), workdir=tmp_path / "w", results_dir=tmp_path, log=lambda _: None))))
+    changed = dataclasses.replace(_sweep(), targets=(Target("worded anew", lambda m: Verdict(
+        m.value("work_ms", n=10, variant="fast") == 10.0, "10 ms")),))
+    rejudged = runner.rejudge(changed, results)
+    assert rejudged["targets"] == [{"text": "worded anew", "met": True, "measured": "10 ms"}]
+    assert rejudged["pipelines"] == results["pipelines"], "the runs are the saved ones"
+    with pytest.raises(ValueError, match="other pipelines than the declaration"):
+        runner.rejudge(dataclasses.replace(changed, pipelines=changed.pipelines[:2]), results)

@@ -179,11 +179,7 @@ def run(experiment: Experiment, *, repeats: int = 3, workdir: Path | None = None
                 log(f"  round {round_ + 1}/{repeats} {pipeline.name:<28} {result['wall_s']:6.1f} s wall "
                     f"{result['cpu_s']:6.1f} s CPU{rows}")
     measured_runs = Measured(runs, {p.name: p.coordinates() for p in experiment.pipelines}, facts)
-    verdicts = []
-    for target in experiment.targets:
-        verdict = target.check(measured_runs)
-        verdicts.append({"text": target.text, "met": verdict.met, "measured": verdict.measured})
-    observations = list(experiment.explain(measured_runs, facts)) if experiment.explain else []
+    verdicts, observations = _judged(experiment, measured_runs, facts)
     results = {
         "experiment": experiment.name, "title": experiment.title, "when": time.strftime("%Y-%m-%d %H:%M"),
         "command": command or f"python -m bench.suite {experiment.name}", "repeats": repeats,
@@ -206,6 +202,35 @@ def run(experiment: Experiment, *, repeats: int = 3, workdir: Path | None = None
     path.write_text(json.dumps(json_safe(results), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     log(f"{experiment.name}: wrote {path} ({results['duration_s'] / 60:.1f} min)")
     return results
+
+
+def _judged(experiment: Experiment, measured: Measured, facts: Facts) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every target's verdict and the observations, from the measurements."""
+    verdicts = []
+    for target in experiment.targets:
+        verdict = target.check(measured)
+        verdicts.append({"text": target.text, "met": verdict.met, "measured": verdict.measured})
+    return verdicts, list(experiment.explain(measured, facts)) if experiment.explain else []
+
+
+def rejudge(experiment: Experiment, results: dict[str, Any]) -> dict[str, Any]:
+    """``results`` (saved by :func:`run`) with their targets, observations, notes, tables and plots
+    taken anew from ``experiment``'s declaration, measuring nothing: how a changed report or
+    target wording reaches saved numbers. The declaration must have the saved pipelines
+    (the same size of run); otherwise :class:`ValueError`.
+
+    >>> # results = rejudge(declaration("punctuation")(), json.loads(Path("bench/results/punctuation.json").read_text()))
+    """
+    saved = {p["name"]: p for p in results["pipelines"]}
+    declared = {p.name for p in experiment.pipelines}
+    if set(saved) != declared:
+        missing = sorted(declared ^ set(saved))
+        raise ValueError(f"{experiment.name}: the saved run has other pipelines than the declaration ({missing[0]}, ...)")
+    measured = Measured({name: p["runs"] for name, p in saved.items()},
+                        {p.name: p.coordinates() for p in experiment.pipelines}, results["facts"])
+    verdicts, observations = _judged(experiment, measured, results["facts"])
+    return {**results, "targets": verdicts, "observations": observations, "notes": list(experiment.notes),
+            "tables": [asdict(t) for t in experiment.tables], "plots": [asdict(p) for p in experiment.plots]}
 
 
 def json_safe(value: Any) -> Any:
