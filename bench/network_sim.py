@@ -1,4 +1,4 @@
-"""Experiment 5: shared operator networks with privacy switches, simulated (Zaki et al. §6).
+"""Shared operator networks with privacy switches, simulated (Zaki et al. §6).
 
 The declaration (:func:`experiment`) for :mod:`bench.suite`. Pure Python (no Spark):
 :func:`streamwarden.papers.network.simulator.simulate` generates random shared-operator
@@ -285,6 +285,6 @@ def experiment(events: int | None = None, quick: bool = False) -> Experiment:
                f"operators; taken as {FIG9_SWITCHES_RANGE[0]:g}–{FIG9_SWITCHES_RANGE[1]:g})", _fig9_switches),
         _cpu(networks),
     )
-    return Experiment("network_sim", "Experiment 5: shared operator networks with privacy switches, simulated "
+    return Experiment("network_sim", "Shared operator networks with privacy switches, simulated "
                       "(Zaki et al. §6, Figs. 8–9)", _prepare(networks), tuple(pipelines), targets, notes=NOTES,
                       tables=tables, plots=plots, explain=explain, repeats=1, warmup=False)

@@ -327,7 +327,7 @@ def experiment(events: int | None = None, quick: bool = False) -> Experiment:
                _under("paper, Fig. 8b: Q3 with 50 policies in < 120 ms", "Q3", 50, 120, group="Q3 sweep"),
                _under("issue: Q5 with 50 policies: median < 20 ms", "Q5", 50, 20),
                _under("issue: 200-operator query with 1,000 policies: < 1 s", "Q200", 1000, 1000))
-    return Experiment("rewriting", "Experiment 1: rewriting time (Carminati et al. §6.1, Table III, Fig. 8)",
+    return Experiment("rewriting", "Rewriting time (Carminati et al. §6.1, Table III, Fig. 8)",
                       Workload("Table III's queries Q1–Q5 and a 200-operator Q200 (operators per query), "
                                "seeded policy sets", _warm_up),
                       tuple(pipelines), targets, notes=NOTES, tables=tables, plots=plots, explain=explain,
