@@ -253,37 +253,40 @@ def test_root_sees_users_policies_grants_network_and_audit(served: Served, brows
     assert "admin" in browser.find_element(By.ID, "whoami").text
 
     browser.find_element(By.ID, "tab-users").click()
-    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#users tbody tr")) == 4)
-    assert [e.get_attribute("data-user") for e in browser.find_elements(By.CSS_SELECTOR, "#users tbody tr")] == \
-        ["ann", "bob", "eve", "root"]
+    # Read inside the waits: the console re-renders its tables as answers arrive, so an element
+    # found a moment ago may be stale (the wait retries on StaleElementReferenceException).
+    wait(browser).until(lambda d: [e.get_attribute("data-user") for e in d.find_elements(
+        By.CSS_SELECTOR, "#users tbody tr")] == ["ann", "bob", "eve", "root"])
     browser.find_element(By.ID, "tab-policies").click()
     wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#policies tbody tr")) == 2)
-    assert "value < 50" in browser.find_element(By.CSS_SELECTOR, '#policies tr[data-policy="nurses_low"]').text
+    wait(browser).until(lambda d: "value < 50" in d.find_element(
+        By.CSS_SELECTOR, '#policies tr[data-policy="nurses_low"]').text)
 
     browser.find_element(By.ID, "tab-grants").click()  # one lane per (query, user), each granted for good
     wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#grants svg g.lane rect.granted")) == 3)
-    lanes = {(g.get_attribute("data-query"), g.get_attribute("data-user"))
-             for g in browser.find_elements(By.CSS_SELECTOR, "#grants svg g.lane")}
-    assert lanes == {("u03ann_q1", "ann"), ("u03ann_q2", "ann"), ("u03bob_q1", "bob")}
+    wait(browser).until(lambda d: {(g.get_attribute("data-query"), g.get_attribute("data-user"))
+                                   for g in d.find_elements(By.CSS_SELECTOR, "#grants svg g.lane")}
+                        == {("u03ann_q1", "ann"), ("u03ann_q2", "ann"), ("u03bob_q1", "bob")})
 
     browser.find_element(By.ID, "tab-network").click()
     wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#network svg g.pipeline")) == 3)
-    assert {g.get_attribute("data-active") for g in browser.find_elements(By.CSS_SELECTOR, "#network svg g.pipeline")} \
-        == {"true"}
-    assert {g.get_attribute("data-user") for g in browser.find_elements(By.CSS_SELECTOR, "#network svg g.user")} \
-        == {"ann", "bob"}
+    wait(browser).until(lambda d: {g.get_attribute("data-active") for g in d.find_elements(
+        By.CSS_SELECTOR, "#network svg g.pipeline")} == {"true"})
+    wait(browser).until(lambda d: {g.get_attribute("data-user") for g in d.find_elements(
+        By.CSS_SELECTOR, "#network svg g.user")} == {"ann", "bob"})
 
     browser.find_element(By.ID, "tab-audit").click()
     wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#audit tbody tr")) > 10)
-    seqs = [int(e.get_attribute("data-seq")) for e in browser.find_elements(By.CSS_SELECTOR, "#audit tbody tr")]
+    seqs = wait(browser).until(lambda d: [int(e.get_attribute("data-seq"))
+                                          for e in d.find_elements(By.CSS_SELECTOR, "#audit tbody tr")] or None)
     assert seqs == sorted(seqs, reverse=True)  # newest first
     audit = text_of(browser, "audit")
     assert "query.create" in audit and "user:ann" in audit and "user:eve" in audit
     browser.find_element(By.ID, "audit-principal").send_keys("user:eve")
     browser.find_element(By.ID, "audit-apply").click()
     wait(browser).until(lambda d: "of user:eve" in d.find_element(By.ID, "audit-count").text)
-    principals = {e.text for e in browser.find_elements(By.CSS_SELECTOR, "#audit tbody td.principal")}
-    assert principals == {"user:eve"}
+    wait(browser).until(lambda d: {e.text for e in d.find_elements(By.CSS_SELECTOR, "#audit tbody td.principal")}
+                        == {"user:eve"})
     assert_no_token(browser, served)
 
 
