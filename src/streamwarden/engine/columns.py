@@ -4,9 +4,11 @@ Predicates are built as Column trees (code-generated in the JVM), never as SQL t
 no value from a catalog or a query is ever pasted into a SQL string.
 
 **Every expression compiled here is total** (PostgreSQL would call its functions
-LEAKPROOF): it never raises, whatever the row holds. Arithmetic is ``try_add``,
-``try_subtract``, ``try_multiply``, ``try_divide`` and ``try_mod`` (NULL on overflow or a
-zero divisor), negation is a ``try_subtract`` from zero, and comparisons keep SQL
+LEAKPROOF): it never raises, whatever the row holds. Integer arithmetic is ``try_add``,
+``try_subtract`` and ``try_multiply`` (NULL on overflow); ``+ - *`` of doubles are IEEE
+(``±Infinity`` or NaN, never an error, even with ANSI mode on, so no ``try_`` is needed);
+``/`` and ``%`` are ``try_divide`` and ``try_mod`` (NULL for a zero divisor, which is an
+error for doubles too); negation is a ``try_subtract`` from zero, and comparisons keep SQL
 three-valued logic. This is what lets the planner evaluate a user's predicate next to,
 or even before, the security filters (a shield lifted above a selection, a predicate
 Catalyst pushes below a join): a row the policies reject can make the predicate NULL,
@@ -97,10 +99,13 @@ def _arith(expr: E.Arith, c: Callable[[E.Expr], SparkColumn]) -> SparkColumn:
         return F.try_divide(left.cast("double"), right.cast("double"))
     if expr.op == "%":
         return F.try_mod(left, right)
+    if expr.dtype == "double":
+        # Widening to double never fails, and IEEE + - * overflow to ±Infinity, not an error,
+        # ANSI mode or not: the same values as try_add and friends, without a TryEval per row.
+        left, right = left.cast("double"), right.cast("double")
+        return {"+": left + right, "-": left - right, "*": left * right}[expr.op]
     if expr.dtype == "long":
         left, right = left.cast("bigint"), right.cast("bigint")  # widening: never fails
-    elif expr.dtype == "double":
-        left, right = left.cast("double"), right.cast("double")
     return {"+": F.try_add, "-": F.try_subtract, "*": F.try_multiply}[expr.op](left, right)
 
 
