@@ -179,18 +179,18 @@ NOTES = (
     "On a shared machine wall time follows the other processes (the load average above; start-up alone took "
     "5 to 20 s): rows per CPU second, shown beside each ratio, and job CPU s tell the work apart from the waiting.",
     "Where streamwarden's time goes, from the physical plans (`df._jdf.queryExecution().executedPlan()`). "
-    "Reading: in the saved run the Parquet reader's broken-record check (`engine/sources.py`, `_parquet`: a "
-    "`try_cast` and a null test per catalog column, then `raise_error` naming the file with the nondeterministic "
-    "`input_file_name()`) named every column, so Spark read them all (q3, q4 and q8 read Auction's description "
-    "and extra, about 450 bytes a record, where plain PySpark prunes them) and pushed none of the query's "
-    "filters into the scan. Since commit faf7702 only a column whose file type differs from the catalog's is "
-    "checked, and the file is named by `_metadata.file_path`: q0, q3 and q4 re-measured alone (1 M events, 2 "
-    "runs) met all eight of their targets (q0 unsecured vs plain 0.53× → 0.82×, q3 0.79× → 0.95×, q4 0.73× → "
-    "0.88×).",
-    "Secured aggregates (q4, q5): in the saved run `_policies` was a `collect_set` over each window's tuples, "
-    "which turns Spark's HashAggregate into an ObjectHashAggregate (no code generation); q5 puts every bid in "
-    "five sliding windows. Since commit 09982bc a group's `_policies` is one `bool_or` per policy of the plan: "
-    "q5 re-measured alone (1 M events, 2 runs) gave secured 1.08× unsecured (was 0.72×).",
+    "Reading: the Parquet reader's broken-record check (`engine/sources.py`, `_parquet`) casts and checks only "
+    "the columns whose file type differs from the catalog's and names the file by `_metadata.file_path`, so "
+    "Spark prunes the columns a query does not read and pushes its filters into the scan, as plain PySpark "
+    "does. Before commit faf7702 it checked every column with the nondeterministic `input_file_name()`, so "
+    "Spark read them all and pushed no filter: q0 unsecured was 0.53× plain, q3 0.79×, q4 0.73×.",
+    "Secured aggregates (q4, q5): a group's `_policies` is one `bool_or` per policy of the plan. Before commit "
+    "09982bc it was a `collect_set`, which turns Spark's HashAggregate into an ObjectHashAggregate (no code "
+    "generation): q5 secured was 0.72× unsecured.",
+    "Arithmetic: integer `+ - *` run as `try_add` and friends (NULL on overflow, never an error); those of "
+    "doubles are plain IEEE arithmetic, which cannot fail. When doubles went through `try_multiply` too, q1 "
+    "(`0.908 * price`) ran at 0.79× plain; the rest of its gap is each row's ISO-8601 timestamp text and the "
+    "provenance columns (`_policies`, `_graph`) that every streamwarden row carries.",
     "Joins (q3, q4, q8): streamwarden's window join adds a time bucket to the equi-join keys and explodes the "
     "build side into three buckets; plain PySpark joins on the key and filters on time. Both broadcast the "
     "smaller input. Before every job streamwarden also loads the catalog, runs the security passes (z3 proves "
