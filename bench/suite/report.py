@@ -163,7 +163,7 @@ def cell(members: Sequence[dict[str, Any]], column: dict[str, Any]) -> float:
     if column["over"] is not None:
         below = one(column["over"])
         denominator = statistic(below["runs"], column["metric"], column["stat"]) if below else math.nan
-        value = value / denominator if denominator not in (0.0,) else math.nan
+        value = value / denominator if denominator != 0 else math.nan
     return value * column["scale"]
 
 
