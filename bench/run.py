@@ -43,6 +43,12 @@ PAPERS = (
 )
 
 
+#: How the README names what :func:`bench.machine.collect` records.
+MACHINE_LABELS = {"cpus": "CPUs (nproc)", "memory_gib": "memory, GiB", "cpu_model": "CPU model", "os": "OS",
+                  "python": "Python", "pyspark": "PySpark", "java": "Java", "z3": "z3", "matplotlib": "matplotlib",
+                  "streamwarden_commit": "streamwarden commit (of the newest run)"}
+
+
 def _log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
@@ -91,7 +97,7 @@ def readme(out: Path) -> str:
     if saved:
         latest = max(saved.values(), key=lambda r: r["when"])
         lines += ["## Machine", "", "|  |  |", "|---|---|"]
-        lines += [f"| {key} | {value} |" for key, value in latest["machine"].items()]
+        lines += [f"| {MACHINE_LABELS.get(key, key)} | {value} |" for key, value in latest["machine"].items()]
         lines += ["", "## Targets", "", "| experiment | target | measured | verdict |", "|---|---|---|---|"]
         for name, results in saved.items():
             lines += [f"| {name} | {t['text']} | {t['measured']} | {report.verdict(t['met'])} |"
