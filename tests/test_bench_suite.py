@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -66,9 +67,14 @@ def test_a_sweep_of_local_pipelines_is_measured_tabled_plotted_and_explained(tmp
 def test_a_cell_whose_pipeline_is_missing_or_ambiguous_shows_a_dash(tmp_path: Path):
     results = runner.run(_sweep(), workdir=tmp_path / "w", results_dir=tmp_path, log=lambda _: None)
     row = [p for p in results["pipelines"] if p["params"]["n"] == 10]
-    assert report.cell(row, {"title": "", "metric": "work_ms", "variant": None, "over": None, "stat": "median",
-                             "scale": 1.0, "unit": ""}) != report.cell(row[:1], {
-        "title": "", "metric": "work_ms", "variant": None, "over": None, "stat": "median", "scale": 1.0, "unit": ""})
+    any_variant = dataclasses.asdict(Column("work", "work_ms"))
+    assert report.cell(row, any_variant) != report.cell(row[:1], any_variant)
+    assert math.isnan(report.cell(row, any_variant)), "two pipelines in the row: ambiguous"
+    assert report.cell(row[:1], any_variant) == 10.0, "the fast pipeline's own work"
+    missing = dataclasses.asdict(Column("work", "work_ms", "fast", over="absent"))
+    assert math.isnan(report.cell(row, missing)), "a ratio over a variant the row lacks"
+    table = dataclasses.asdict(Table("t", ("n",), (Column("fast / absent", "work_ms", "fast", over="absent"),)))
+    assert "| 10 | — |" in report._table(results, table)
 
 
 def test_declarations_are_checked_when_made():
