@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -79,8 +80,8 @@ def measure(names: Sequence[str], *, quick: bool, out: Path, command: str, repea
 
             spark = get_spark()
         _log(f"{name}: {declared[name].title}")
-        results = runner.run(declared[name], repeats=repeats or (1 if quick else 3), results_dir=out, spark=spark, log=_log,
-                             command=command)
+        results = runner.run(declared[name], repeats=repeats or (1 if quick else 3), results_dir=out, spark=spark,
+                             log=_log, command=command)
         report.render(results, out)
 
 
@@ -116,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", metavar="NAME[,NAME]", help=f"run these experiments ({', '.join(EXPERIMENTS)})")
     parser.add_argument("--repeats", type=int, default=None, help="runs per pipeline (default 3, quick 1)")
     parser.add_argument("--output", type=Path, default=RESULTS, help="results directory (default bench/results)")
-    parser.add_argument("--report-only", action="store_true", help="re-render README.md and every report, measure nothing")
+    parser.add_argument("--report-only", action="store_true",
+                        help="re-render README.md and every report, measure nothing")
     parser.add_argument("--rejudge", action="store_true",
                         help="with --report-only: take targets, observations, tables and plots anew from the "
                              "declarations (full size) over the saved runs")
@@ -138,8 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                                          encoding="utf-8")
                 report.render(results, args.output)
     else:
-        command = "python -m bench.run" + (" --quick" if args.quick else "") + (f" --only {args.only}" if args.only else "") \
-            + (f" --repeats {args.repeats}" if args.repeats else "")
+        command = shlex.join(["python", "-m", "bench.run", *(argv if argv is not None else sys.argv[1:])])
         _log(f"streamwarden benchmarks, {'quick' if args.quick else 'full'} run; machine: "
              f"{machine_info.collect(REPO).as_dict().get('cpus')} CPUs")
         measure(_names(args.only), quick=args.quick, out=args.output, command=command, repeats=args.repeats)

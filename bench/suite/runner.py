@@ -12,8 +12,8 @@ Timing, the same for every pipeline of every experiment:
   workers, and every process started and waited for).
 
 Whatever numbers a pipeline reports of itself (the JSON line of a process, the mapping a
-callable returns) are kept next to the runner's. First every in-process pipeline runs once unrecorded (a warm-up: the JVM's JIT compiles
-Spark's generated code and streamwarden's operators in the first runs, and a running
+callable returns) are kept next to the runner's. First every in-process pipeline runs once
+unrecorded (a warm-up: the JVM's JIT compiles Spark's generated code and streamwarden's operators in the first runs, and a running
 service is warm); whole processes are timed cold, as a user would time them.
 Then each of the ``repeats`` rounds runs every pipeline once, the order rotated by one per round,
 so a drift in the machine's speed (another process, a warming disk cache) touches every
@@ -219,13 +219,15 @@ def rejudge(experiment: Experiment, results: dict[str, Any]) -> dict[str, Any]:
     target wording reaches saved numbers. The declaration must have the saved pipelines
     (the same size of run); otherwise :class:`ValueError`.
 
-    >>> # results = rejudge(declaration("punctuation")(), json.loads(Path("bench/results/punctuation.json").read_text()))
+    >>> # saved = json.loads(Path("bench/results/punctuation.json").read_text())
+    >>> # results = rejudge(declaration("punctuation")(), saved)
     """
     saved = {p["name"]: p for p in results["pipelines"]}
     declared = {p.name for p in experiment.pipelines}
     if set(saved) != declared:
-        missing = sorted(declared ^ set(saved))
-        raise ValueError(f"{experiment.name}: the saved run has other pipelines than the declaration ({missing[0]}, ...)")
+        differing = sorted(declared ^ set(saved))
+        raise ValueError(f"{experiment.name}: the saved run has other pipelines than the declaration "
+                         f"({differing[0]}, ...)")
     measured = Measured({name: p["runs"] for name, p in saved.items()},
                         {p.name: p.coordinates() for p in experiment.pipelines}, results["facts"])
     verdicts, observations = _judged(experiment, measured, results["facts"])

@@ -191,9 +191,9 @@ def run_levels(
     query or a checkpoint; queries of one level share their processor. Every query is
     authorized before anything starts (a query above its user's clearance stops them
     all). A stream the processors read as it is (not through a shield or a ``[ROWS n]``
-    window) is read once, by the trusted shepherd's own streaming query, which levels its tuples for all of them
-    (:mod:`streamwarden.engine.levels.routing`); the shepherds come first in the list
-    returned (level ``_shepherd <stream>``, no queries). Rows of query ``q`` land in
+    window) is read once, by the trusted shepherd's own streaming query, which levels its
+    tuples for all of them (:mod:`streamwarden.engine.levels.routing`); the shepherds come
+    first in the list returned (level ``_shepherd <stream>``, no queries). Rows of query ``q`` land in
     ``output_dir/q/`` (:func:`streamwarden.engine.levels.processors.read_query_output`
     reads them).
     """

@@ -2,11 +2,11 @@
 
 Without it, every level processor reads and parses each input again and levels every
 tuple itself, so k levels in use cost k parses of everything. With it (``run_levels``
-starts it for each stream its processors read as it is), the trusted
-shepherd reads and checks the stream once, gives each tuple its level
-(:func:`~streamwarden.engine.levels.shepherd.with_level`) and writes the tuples as Parquet, into a private folder beside
-the processors' checkpoints: like a checkpoint, it holds tuples of every level, so no
-user's output folder may contain it. A processor reads it through Spark's file source
+starts it for each stream its processors read as it is), the trusted shepherd reads and
+checks the stream once, gives each tuple its level
+(:func:`~streamwarden.engine.levels.shepherd.with_level`) and writes the tuples as
+Parquet, into a private folder beside the processors' checkpoints: like a checkpoint, it
+holds tuples of every level, so no user's output folder may contain it. A processor reads it through Spark's file source
 (:func:`~streamwarden.engine.levels.shepherd.routed_input`), which takes only the files
 the shepherd's sink has committed, exactly once across restarts of either, and only the
 columns its queries use.
