@@ -27,7 +27,6 @@ seed 7; 1,000 soldiers in 4 platoons, one report a second, 4 files; ``events`` r
 
 from __future__ import annotations
 
-import ctypes
 import json
 import math
 import os
@@ -40,6 +39,7 @@ from pathlib import Path
 from bench.suite.experiment import (Column, Command, Experiment, Facts, Measured, Pipeline, Plot, Table, Workload,
                                     ratio_at_least)
 from bench.suite.job import process_tree_cpu_s
+from bench.suite.launch import run_reaped
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = ROOT / "examples" / "drill.yaml"
@@ -168,20 +168,12 @@ def launch(output: Path, argv: Sequence[str]) -> None:
     Why a launcher: the runner counts a process tree's CPU through ``RUSAGE_CHILDREN``, which
     holds only processes waited for. PySpark's JVM exits after the Python that started it (when
     its stdin closes), and ``streamwarden replay`` does not wait for it, so it would be reparented
-    to init and its CPU time lost. The launcher becomes a child subreaper (Linux), adopts it and
-    reaps it; its time then reaches the runner with the launcher's own. Every side runs under
+    to init and its CPU time lost. The launcher adopts and reaps it
+    (:func:`bench.suite.launch.run_reaped`, as the runner's own launcher does for every
+    process), so its time reaches the runner with the launcher's own. Every side runs under
     it, so every side pays the same few tens of milliseconds of it."""
-    try:  # PR_SET_CHILD_SUBREAPER
-        subreaper = ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        subreaper = False
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMWARDEN_")}  # the same Spark for all
-    done = subprocess.run(list(argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    while True:  # adopted orphans: the JVM above
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
+    done, subreaper = run_reaped(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if done.returncode != 0:
         sys.stderr.write(done.stderr)
         raise SystemExit(done.returncode)

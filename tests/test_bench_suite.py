@@ -6,12 +6,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
 
 from bench.suite import report, runner
-from bench.suite.experiment import (Column, Experiment, Local, Measured, Pipeline, Plot, Table, Target, Verdict,
+from bench.suite.experiment import (Column, Command, Experiment, Local, Measured, Pipeline, Plot, Table, Target, Verdict,
                                     Workload, statistic)
 
 
@@ -96,3 +97,17 @@ def test_saved_runs_are_judged_anew_by_a_changed_declaration_without_measuring(t
     assert rejudged["pipelines"] == results["pipelines"], "the runs are the saved ones"
     with pytest.raises(ValueError, match="other pipelines than the declaration"):
         runner.rejudge(dataclasses.replace(changed, pipelines=changed.pipelines[:2]), results)
+
+
+def test_a_whole_process_is_charged_for_what_it_leaves_running(tmp_path: Path):
+    """As PySpark's JVM outlives the Python that started it: the orphan's CPU still counts."""
+    burn = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass"
+    parent = ("import subprocess, sys, json\n"
+              f"subprocess.Popen([sys.executable, '-c', {burn!r}])\n"  # not waited for
+              "print(json.dumps({'rows_out': 1}))")
+    leaver = Experiment("leaver", "leaves a process running", Workload("nothing", lambda work: {"n": 1}),
+                        (Pipeline("leaves", Command(lambda work, out: [sys.executable, "-c", parent]), "g", "v"),),
+                        warmup=False)
+    results = runner.run(leaver, repeats=1, workdir=tmp_path / "w", results_dir=tmp_path, log=lambda _: None)
+    (run,) = results["pipelines"][0]["runs"]
+    assert run["rows_out"] == 1 and run["cpu_s"] >= 0.35, run

@@ -2,10 +2,11 @@
 
 Timing, the same for every pipeline of every experiment:
 
-* a :class:`~bench.suite.experiment.Command` runs as a child process: its wall time, and its
-  CPU time with everything it started (``resource.getrusage(RUSAGE_CHILDREN)`` before and
-  after: a process's waited-for descendants, a Spark JVM included when its parent reaps it, as
-  :mod:`bench.suite.job` does); its rows out come from the JSON line it prints last;
+* a :class:`~bench.suite.experiment.Command` runs as a child process, under
+  :mod:`bench.suite.launch`: its wall time, and its CPU time with everything it started
+  (``resource.getrusage(RUSAGE_CHILDREN)`` before and after; the launcher adopts and reaps
+  what the process leaves running, such as a Spark JVM outliving its Python, so that is
+  counted too); its rows out come from the JSON line it prints last;
 * an :class:`~bench.suite.experiment.InProcess` callable runs on the runner's SparkSession,
   a :class:`~bench.suite.experiment.Local` one in this process without Spark: its wall
   time, and the CPU time of this process's whole tree (``/proc``: the Spark JVM, its Python
@@ -36,6 +37,7 @@ import platform
 import resource
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
@@ -72,7 +74,8 @@ def _environment() -> dict[str, str]:
 def _run_command(command: Command, workdir: Path, out: Path) -> dict[str, float]:
     argv = [str(a) for a in command.argv(workdir, out)]
     cpu_before, began = _children_cpu(), time.perf_counter()
-    done = subprocess.run(argv, cwd=workdir, env=_environment(), capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "bench.suite.launch", "--", *argv], cwd=workdir,
+                          env=_environment(), capture_output=True, text=True)
     wall, cpu = time.perf_counter() - began, _children_cpu() - cpu_before
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-15:])
