@@ -14,8 +14,8 @@ JVM's CPU time reaches the caller's ``RUSAGE_CHILDREN``, and prints one JSON lin
 
 ``startup_s`` is the time to a ready SparkSession (imports included), ``build_s`` the
 function's (parsing, authorizing, planning), ``write_s`` the job's, and ``job_cpu_s`` the
-CPU time this process and the JVM spent from a ready session to the rows written (what
-remains of the process's CPU once start-up and shutdown are left out).
+CPU time this process, the JVM and its workers spent from a ready session to the rows
+written (what remains of the process's CPU once start-up and shutdown are left out).
 """
 
 from __future__ import annotations
@@ -24,21 +24,10 @@ import argparse
 import importlib
 import json
 import os
-import resource
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
-
-
-def process_cpu(pid: int) -> float:
-    """User + system CPU seconds of a live process (``/proc/<pid>/stat``), 0 when unreadable."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def process_tree_cpu_s(pid: int) -> float:
@@ -67,11 +56,6 @@ def process_tree_cpu_s(pid: int) -> float:
         total += times.get(current, 0)
         pending.extend(children.get(current, []))
     return total / ticks
-
-
-def _own_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _function(path: str) -> Any:
@@ -109,13 +93,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     spark = get_spark()
     gateway = SparkContext._gateway
-    jvm = gateway.proc.pid  # spark-submit execs the JVM: the same process
-    ready, cpu_ready = time.perf_counter(), _own_cpu() + process_cpu(jvm)
+    ready, cpu_ready = time.perf_counter(), process_tree_cpu_s(os.getpid())  # this Python, the JVM, its workers
     frame = build(spark, **_args(args.arg))
     built = time.perf_counter()
     rows = Observation("rows")
     frame.observe(rows, F.count(F.lit(1)).alias("rows")).write.mode("overwrite").json(args.out)
-    written, cpu_written = time.perf_counter(), _own_cpu() + process_cpu(jvm)
+    written, cpu_written = time.perf_counter(), process_tree_cpu_s(os.getpid())
     rows_out = int(rows.get["rows"])
     spark.stop()
     if gateway is not None:  # the JVM exits once its stdin closes; reaping it hands its CPU time to our parent
