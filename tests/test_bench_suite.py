@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,24 @@ def test_a_whole_process_is_charged_for_what_it_leaves_running(tmp_path: Path):
     results = runner.run(leaver, repeats=1, workdir=tmp_path / "w", results_dir=tmp_path, log=lambda _: None)
     (run,) = results["pipelines"][0]["runs"]
     assert run["rows_out"] == 1 and run["cpu_s"] >= 0.35, run
+
+
+def test_a_check_reads_what_a_run_wrote_outside_its_timing(tmp_path: Path):
+    def writes(work: Path, out: Path) -> int:
+        out.mkdir(parents=True)
+        (out / "rows.txt").write_text("a\nb\n")
+        return 2
+
+    def check(work: Path, out: Path) -> dict[str, float]:
+        end = time.process_time() + 0.3  # a slow verification must not count as the run's work
+        while time.process_time() < end:
+            pass
+        return {"lines": float(len((out / "rows.txt").read_text().splitlines()))}
+
+    checked = Experiment("checked", "a checked run", Workload("nothing", lambda work: {"n": 1}),
+                         (Pipeline("writes", Local(writes), "g", "v", check=check),), warmup=False)
+    results = runner.run(checked, repeats=1, workdir=tmp_path / "w", results_dir=tmp_path, log=lambda _: None)
+    (run,) = results["pipelines"][0]["runs"]
+    assert run["lines"] == 2 and run["rows_out"] == 2
+    assert run["cpu_s"] < 0.2 and run["wall_s"] < 0.2, run
+    assert not (tmp_path / "w" / "out" / "writes").exists(), "the output is deleted after the check"

@@ -77,7 +77,9 @@ class Pipeline:
     """One way of computing a result: its unique ``name``, how it runs, the report's row
     (``group``) and column (``variant``) it belongs to, and the workload facts it reads
     (their sum is its rows in). ``params`` place it in a sweep, for tables and plots
-    (``group`` and ``variant`` are params too)."""
+    (``group`` and ``variant`` are params too). ``check(workdir, output_dir)``, when given,
+    reads what a run wrote, after it is timed and before its output is deleted, and returns
+    named numbers kept with the run (row counts, digests: verifying is not the work measured)."""
 
     name: str
     run: Command | InProcess | Local
@@ -85,6 +87,7 @@ class Pipeline:
     variant: str = ""
     reads: tuple[str, ...] = ()
     params: Mapping[str, float | str] = field(default_factory=dict)
+    check: Callable[[Path, Path], Mapping[str, float]] | None = None
 
     def coordinates(self) -> dict[str, float | str]:
         """``params`` with ``group`` and ``variant``: where the pipeline sits in tables and plots."""

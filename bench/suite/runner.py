@@ -175,6 +175,8 @@ def run(experiment: Experiment, *, repeats: int = 3, workdir: Path | None = None
                     measured = _run_command(pipeline.run, work, out)
                 else:
                     measured = _run_here(pipeline.run, spark, work, out)
+                if pipeline.check is not None:  # untimed: what the run wrote, read before it is deleted
+                    measured.update(pipeline.check(work, out))
                 shutil.rmtree(out, ignore_errors=True)
                 result = _derived(measured, pipeline, facts, experiment.per_core)
                 runs[pipeline.name].append(result)
