@@ -22,12 +22,23 @@ the catalog stored with them; from then on a change naming an unregistered query
 user the catalog does not declare is refused (:class:`~streamwarden.catalog.store.UnknownName`),
 so a mistyped revocation never succeeds while the grant stays open. A store with no
 registered query accepts the Python API's changes unchecked (a program may grant before
-it starts its network); the CLI (``grant``, ``revoke``) checks strictly and refuses then.
+it starts its network; the query's registration then claims them); the CLI (``grant``,
+``revoke``) checks strictly and refuses then.
+
+**Changes are bound to one registration and one identity.** Each change records the
+registration it was made for (:attr:`~streamwarden.catalog.registry.RegisteredQuery.rid`)
+and the identity of its user (:meth:`~streamwarden.catalog.store.CatalogStore.incarnations`).
+:meth:`AuthorizationServer.changes` returns only the *live* ones: a query unregistered and
+registered again (or registered again with another text or level), and a user removed
+from the catalog and declared again, start with no grant. The log keeps every change
+(:meth:`AuthorizationServer.history`). What grants open and how an admin's revocation of
+a user's own query closes its streams to her other own queries:
+:mod:`streamwarden.catalog.registry`.
 
     >>> import tempfile, os
     >>> server = AuthorizationServer("sqlite:///" + os.path.join(tempfile.mkdtemp(), "auth.db"))
     >>> server.grant("q1", "ann", "2026-03-01T10:00:00Z"); server.revoke("q1", "ann", "2026-03-01T10:05:00Z")
-    >>> [(c.user, c.grant) for c in server.changes()]
+    >>> [(c.user, c.grant) for c in server.history()]
     [('ann', True), ('ann', False)]
     >>> sorted(p.name for p in server.sp_folder.iterdir())
     ['sp-000000000001.jsonl', 'sp-000000000002.jsonl']
@@ -37,16 +48,17 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from datetime import datetime, timezone
 from pathlib import Path
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from sqlalchemy import (Boolean, Column, Engine, Integer, MetaData, String, Table, Text, delete, inspect,
-                        insert, select, text, update)
+from sqlalchemy import Boolean, Column, ColumnElement, Integer, MetaData, Row, String, Table, Text, delete, insert, select, update
 
-from streamwarden.catalog.registry import AccessChange, RegisteredQuery
-from streamwarden.catalog.store import CatalogStore, UnknownName, UTCDateTime, _utc, create_tables
+from streamwarden.catalog.registry import (ALL_TIME, QUERY, STREAM, AccessChange, RegisteredQuery, grant_openings,
+                                           parse_own_id)
+from streamwarden.catalog.store import CatalogStore, UnknownName, UTCDateTime, _utc, add_missing_columns, create_tables
 from streamwarden.errors import StreamwardenError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import check_name, open_private, private_dir
@@ -62,6 +74,9 @@ _changes = Table(
     Column("query", String, nullable=False),
     Column("user", String, nullable=False),
     Column("grant", Boolean, nullable=False),
+    Column("rid", Text, nullable=True),  # the registration it was made for (scope "query")
+    Column("incarnation", Text, nullable=True),  # the identity of its user
+    Column("scope", Text, nullable=True),  # "query" (NULL in older stores) or "stream"
 )
 _registered = Table(
     "registered_queries", _metadata,
@@ -70,6 +85,10 @@ _registered = Table(
     Column("registered_at", UTCDateTime(), nullable=False),
     Column("query", Text, nullable=True),  # the CQL text (NULL in stores written before it was kept)
     Column("level", String, nullable=True),  # the level it runs at; NULL: each user's clearance
+    Column("owner", Text, nullable=True),  # a user's own query: that user; NULL: shared (an admin's)
+    Column("opens", Text, nullable=True),  # JSON list: the streams its grants open (fixed at registration)
+    Column("rid", Text, nullable=True),  # this registration's id: grants are bound to it
+    Column("owner_incarnation", Text, nullable=True),  # an own query: the identity of its owner
 )
 
 
@@ -85,7 +104,7 @@ class AuthorizationServer:
                  store: CatalogStore | None = None):
         self.store = store or CatalogStore(url)
         create_tables(self.store.engine, _metadata)
-        _add_missing_columns(self.store.engine)
+        _migrate(self.store)
         self._sp_folder = Path(sp_folder).resolve() if sp_folder is not None else _default_sp_folder(self.store.url)
 
     @classmethod
@@ -105,29 +124,53 @@ class AuthorizationServer:
 
     # -- what changes may name ------------------------------------------------------------
     def register(self, queries: Iterable[RegisteredQuery], catalog: "Catalog | None" = None) -> None:
-        """Record the network's queries (ids and listed users), and store ``catalog`` with them
-        (its live action values kept), so that changes can be checked against both. A query
-        registered before keeps its id; its listed users are replaced."""
+        """Record the network's queries (ids, listed users, text, level, owner), and store
+        ``catalog`` with them (its live action values kept), so that changes can be checked
+        against both. A query registered before with the same text, level and owner keeps its
+        registration (and so its grants and what it opens); its listed users are replaced.
+        Otherwise it is a new registration: earlier grants under its id no longer apply, and a
+        shared query's :attr:`~streamwarden.catalog.registry.RegisteredQuery.opens` is fixed now,
+        against the stored catalog. Changes recorded while nothing was registered are claimed
+        by the registration of their query."""
         queries = list(queries)
         for q in queries:
             check_name("query id", q.id)
             for user in q.users:
                 check_name("user", user)
+            if q.owner is not None and q.users != (q.owner,):
+                raise StreamwardenError(f"query {q.id}: a user's own query lists its owner only")
         if catalog is not None and catalog.text:
             self.store.save(catalog)
+        stored = self.store.load() if self.store.has_catalog() else catalog
+        identities = self.store.incarnations()
         now = datetime.now(timezone.utc)
         with self.store.engine.begin() as conn:
-            known = {row.id for row in conn.execute(select(_registered.c.id))}
+            known = {row.id: row for row in conn.execute(select(_registered))}
             for q in queries:
-                values = dict(users=json.dumps(list(q.users)), registered_at=now, query=q.query, level=q.level)
-                if q.id in known:
+                values = dict(users=json.dumps(list(q.users)), query=q.query, level=q.level)
+                old = known.get(q.id)
+                if old is not None and (old.query, old.level, old.owner) == (q.query, q.level, q.owner) and old.rid:
                     conn.execute(update(_registered).where(_registered.c.id == q.id).values(**values))
+                    continue
+                opens = () if q.owner is not None else (
+                    q.opens if q.opens is not None else grant_openings(stored, q.streams) if stored else ())
+                fresh = dict(values, registered_at=now, owner=q.owner, opens=json.dumps(sorted(opens)),
+                             rid=secrets.token_hex(8),
+                             owner_incarnation=identities.get(q.owner) if q.owner is not None else None)
+                if old is not None:
+                    conn.execute(update(_registered).where(_registered.c.id == q.id).values(**fresh))
                 else:
-                    conn.execute(insert(_registered).values(id=q.id, **values))
+                    conn.execute(insert(_registered).values(id=q.id, **fresh))
+                conn.execute(update(_changes).where(_changes.c.query == q.id, _changes.c.rid.is_(None),
+                                                    _scope_is(QUERY)).values(rid=fresh["rid"]))
+            for user, incarnation in identities.items():
+                conn.execute(update(_changes).where(_changes.c.user == user, _changes.c.incarnation.is_(None))
+                             .values(incarnation=incarnation))
 
     def unregister(self, query: str) -> None:
         """Remove a registered query (a running network stops it at its next poll); its access
-        changes stay in the log, so registering it again restores the same grants."""
+        changes stay in the log, bound to this registration: registering the id again starts
+        with no grant."""
         check_name("query id", query)
         with self.store.engine.begin() as conn:
             removed = conn.execute(delete(_registered).where(_registered.c.id == query)).rowcount
@@ -142,10 +185,17 @@ class AuthorizationServer:
 
     def registrations(self) -> tuple[RegisteredQuery, ...]:
         """The registered queries with their text and level, by id (a registration from a store
-        that predates query texts has none: it is skipped, to be registered again)."""
+        that predates query texts has none: it is skipped, to be registered again; a user's own
+        query made by an earlier identity of its owner is skipped too)."""
+        identities = self.store.incarnations()
         with self.store.engine.connect() as conn:
             rows = conn.execute(select(_registered).order_by(_registered.c.id)).all()
-        return tuple(RegisteredQuery(r.id, tuple(json.loads(r.users)), r.query, r.level) for r in rows if r.query)
+        return tuple(_registration(r) for r in rows
+                     if r.query and (r.owner is None or r.owner_incarnation == identities.get(r.owner)))
+
+    def registration(self, query: str) -> RegisteredQuery | None:
+        """The registration of ``query``, if it is registered now."""
+        return next((q for q in self.registrations() if q.id == query), None)
 
     def check(self, query: str, user: str, *, strict: bool = False) -> list[str]:
         """Refuse a change naming an unregistered query or an unknown user (raises
@@ -177,7 +227,7 @@ class AuthorizationServer:
         """Write every recorded change that has no SP file yet (after a crash between the two); returns how many."""
         folder = self.sp_folder
         written = 0
-        for change in self.changes():
+        for change in self.history():
             if not (folder / _sp_name(change.line)).exists():
                 self._publish(change)
                 written += 1
@@ -185,17 +235,26 @@ class AuthorizationServer:
 
     def grant(self, query: str, user: str, ts: str | datetime | None = None, *,
               until: str | datetime | None = None) -> None:
-        """Grant ``user`` access to ``query`` from ``ts`` (default: now), until ``until`` if given."""
+        """Grant ``user`` access to ``query`` from ``ts`` (default: now), until ``until`` if given.
+        For a user's own query this also lifts an admin's revocation of the streams it reads."""
         if until is not None and _time(until) <= _time(ts):
             raise StreamwardenError(f"a grant must expire after it starts ({until} is not after {ts or 'now'})")
         self.check(query, user)
-        self._record(query, user, True, ts)
+        self._change(query, user, True, ts)
         if until is not None:
-            self._record(query, user, False, until)
+            self._change(query, user, False, until)
 
     def revoke(self, query: str, user: str, ts: str | datetime | None = None) -> None:
+        """Revoke ``user``'s access to ``query`` from ``ts`` (default: now). For a user's own
+        query this closes the streams it reads to every own query of hers, whatever id she
+        registers next, until an admin grants one of them again."""
         self.check(query, user)
-        self._record(query, user, False, ts)
+        self._change(query, user, False, ts)
+
+    def open_own(self, query: str, user: str) -> None:
+        """The grant an own query gets when its owner registers it: from :data:`ALL_TIME` on
+        (it never lifts an admin's revocation of its streams)."""
+        self._record(query, user, True, ALL_TIME)
 
     def load(self, changes: tuple[AccessChange, ...] | list[AccessChange]) -> None:
         """Append changes (e.g. an access-change file) in their order."""
@@ -203,26 +262,49 @@ class AuthorizationServer:
         for c in ordered:
             self.check(c.query, c.user)
         for c in ordered:
-            self._record(c.query, c.user, c.grant, c.ts)
+            self._change(c.query, c.user, c.grant, c.ts)
 
     def changes(self) -> tuple[AccessChange, ...]:
-        """Every change, in the order issued."""
+        """The live changes, in the order issued: each made for its query's current registration
+        and its user's current identity (see the module docstring)."""
+        identities = self.store.incarnations()
+        with self.store.engine.connect() as conn:
+            rids = {row.id: row.rid for row in conn.execute(select(_registered.c.id, _registered.c.rid))}
+            rows = conn.execute(select(_changes).order_by(_changes.c.seq)).all()
+        return tuple(_change(r) for r in rows
+                     if r.incarnation is not None and r.incarnation == identities.get(r.user)
+                     and (r.scope == STREAM or (r.rid is not None and r.rid == rids.get(r.query))))
+
+    def history(self) -> tuple[AccessChange, ...]:
+        """Every change ever recorded, live or not, in the order issued."""
         with self.store.engine.connect() as conn:
             rows = conn.execute(select(_changes).order_by(_changes.c.seq)).all()
-        return tuple(AccessChange(_utc(r.ts), r.query, r.user, bool(r.grant), r.seq)  # type: ignore[arg-type]
-                     for r in rows)
+        return tuple(_change(r) for r in rows)
 
-    def _record(self, query: str, user: str, grant: bool, ts: str | datetime | None) -> None:
+    def _change(self, query: str, user: str, grant: bool, ts: str | datetime | None) -> None:
+        """An admin's change: on an own query, the same change of its streams for its owner."""
+        self._record(query, user, grant, ts)
+        registered = self.registration(query)
+        if registered is not None and registered.owner == user:
+            for stream in registered.streams:
+                self._record(stream, user, grant, ts, scope=STREAM)
+
+    def _record(self, query: str, user: str, grant: bool, ts: str | datetime | None, *, scope: str = QUERY) -> None:
         when = _time(ts)
+        incarnation = self.store.incarnations().get(user)
         with self.store.engine.begin() as conn:
-            seq = conn.execute(insert(_changes).values(ts=when, query=query, user=user, grant=grant)
+            rid = None if scope == STREAM else conn.execute(
+                select(_registered.c.rid).where(_registered.c.id == query)).scalar()
+            seq = conn.execute(insert(_changes).values(ts=when, query=query, user=user, grant=grant, rid=rid,
+                                                       incarnation=incarnation, scope=scope)
                                ).inserted_primary_key[0]
-        self._publish(AccessChange(when, query, user, grant, int(seq)))
+        self._publish(AccessChange(when, query, user, grant, int(seq), scope))
 
     def _publish(self, change: AccessChange) -> None:
         """The SP as a file of its own, complete before it appears (a stream never reads half of one)."""
         record = {"seq": change.line, "ts": change.ts.astimezone(timezone.utc).isoformat().replace("+00:00", "Z"),
-                  "query": change.query, "user": change.user, "sign": "+" if change.grant else "-"}
+                  "query": change.query, "user": change.user, "sign": "+" if change.grant else "-",
+                  **({"scope": change.scope} if change.scope != QUERY else {})}
         target = self.sp_folder / _sp_name(change.line)
         hidden = target.with_name("." + target.name)  # Spark's file source skips names starting with '.'
         with open_private(hidden) as handle:  # 0600: everyone's grants are no user's to read
@@ -230,13 +312,48 @@ class AuthorizationServer:
         os.replace(hidden, target)
 
 
-def _add_missing_columns(engine: Engine) -> None:
-    """Stores written before queries kept their text and level get the two columns (NULL)."""
-    present = {c["name"] for c in inspect(engine).get_columns(_registered.name)}
+def _migrate(store: CatalogStore) -> None:
+    """A store written by an older version: the columns it lacks, filled in once. Its
+    registrations get an id (those shaped like own queries' ids were own queries: their
+    owner is set), and its changes are bound to the registrations and identities of now."""
+    engine = store.engine
+    add_missing_columns(engine, _registered, ("query", "level"))
+    added = add_missing_columns(engine, _registered, ("owner", "opens", "rid", "owner_incarnation"))
+    added += add_missing_columns(engine, _changes, ("rid", "incarnation", "scope"))
+    if not added:
+        return
+    identities = store.incarnations()
     with engine.begin() as conn:
-        for name in ("query", "level"):
-            if name not in present:
-                conn.execute(text(f"ALTER TABLE {_registered.name} ADD COLUMN {name} TEXT"))
+        for row in conn.execute(select(_registered)).all():
+            if row.rid:
+                continue
+            own = parse_own_id(row.id)
+            owner = own[0] if own is not None else None
+            conn.execute(update(_registered).where(_registered.c.id == row.id).values(
+                rid=secrets.token_hex(8), owner=owner, opens="[]" if owner else None,
+                owner_incarnation=identities.get(owner) if owner else None))
+        rids = {row.id: row.rid for row in conn.execute(select(_registered.c.id, _registered.c.rid))}
+        for query, rid in rids.items():
+            conn.execute(update(_changes).where(_changes.c.query == query, _changes.c.rid.is_(None)).values(rid=rid))
+        for user, incarnation in identities.items():
+            conn.execute(update(_changes).where(_changes.c.user == user, _changes.c.incarnation.is_(None))
+                         .values(incarnation=incarnation))
+
+
+def _scope_is(scope: str) -> ColumnElement[bool]:
+    """The SQL condition that a change has ``scope`` (NULL, in older stores, is a query's)."""
+    return _changes.c.scope == scope if scope == STREAM else (_changes.c.scope.is_(None) | (_changes.c.scope == QUERY))
+
+
+def _registration(row: Row[Any]) -> RegisteredQuery:
+    opens = json.loads(row.opens) if row.opens is not None else None
+    return RegisteredQuery(row.id, tuple(json.loads(row.users)), row.query, row.level, row.owner,
+                           None if opens is None else tuple(opens), row.rid)
+
+
+def _change(row: Row[Any]) -> AccessChange:
+    return AccessChange(_utc(row.ts), row.query, row.user, bool(row.grant), row.seq,  # type: ignore[arg-type]
+                        row.scope or QUERY)
 
 
 def _sp_name(seq: int) -> str:

@@ -15,7 +15,9 @@ records to that stream, and for a stream with ``punctuated_by`` a ``key`` narrow
 one provider's sub-stream (the value of that attribute, typed as the schema says). A
 token may expire (at most :data:`MAX_LIFETIME` after it is created) and is revoked by
 user, or by stream and key. A token whose user or stream the stored catalog no longer
-declares stops authenticating too.
+declares stops authenticating too, and a user's token is bound to the user's identity
+(:meth:`~streamwarden.catalog.store.CatalogStore.incarnations`): a user removed from the
+catalog and declared again is a new identity, whom no earlier token speaks for.
 
 Nothing here logs or returns a token except :func:`create_token`, once.
 
@@ -54,7 +56,8 @@ from sqlalchemy import Boolean, Column, MetaData, String, Table, Text, insert, s
 from sqlalchemy.engine import Connection, Engine
 
 from streamwarden.catalog.model import Catalog, StreamDef
-from streamwarden.catalog.store import CatalogStore, UTCDateTime, UnknownName, _sources, _utc, create_tables
+from streamwarden.catalog.store import (CatalogStore, UTCDateTime, UnknownName, _sources, _utc, add_missing_columns,
+                                       create_tables, incarnation_of)
 from streamwarden.errors import SourceError, StreamwardenError
 from streamwarden.names import check_name
 
@@ -87,6 +90,7 @@ _tokens = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Column("expires_at", UTCDateTime(), nullable=True),
     Column("revoked_at", UTCDateTime(), nullable=True),
+    Column("incarnation", Text, nullable=True),  # a user's token: the identity it was made for
 )
 _ready: "weakref.WeakSet[Engine]" = weakref.WeakSet()  # engines whose token table exists
 
@@ -282,13 +286,14 @@ def create_token(store: str | CatalogStore, user: str | None = None, *, admin: b
     when = _now(now)
     with _opened(store, require_catalog=True) as (the_store, engine):
         kind, name, key = _holder(the_store.load(), user, admin, provider_stream, provider_key)
+        incarnation = the_store.incarnations().get(name) if kind == "user" else None
         token_id_ = secrets.token_hex(_ID_HEX // 2)
         token = f"{PREFIX}{token_id_}_{secrets.token_urlsafe(32)}"
         with engine.begin() as conn:
             conn.execute(insert(_tokens).values(
                 id=token_id_, digest=_digest(token), kind=kind, name=name, admin=admin,
                 provider_key=None if key is None else json.dumps(key), created_at=when,
-                expires_at=None if expires is None else when + expires, revoked_at=None))
+                expires_at=None if expires is None else when + expires, revoked_at=None, incarnation=incarnation))
     return token
 
 
@@ -378,7 +383,8 @@ def list_tokens(store: str | CatalogStore) -> list[TokenInfo]:
 def authenticate(store: str | CatalogStore, token: object, *, now: datetime | None = None) -> Principal | None:
     """The principal ``token`` speaks for, or None: not a token at all (any text, of any
     length or alphabet, or not text), unknown, tampered with, expired, revoked, or for a
-    user or stream the stored catalog no longer declares. Never raises for a bad token.
+    user or stream the stored catalog no longer declares, or for an earlier identity of the
+    user (removed from the catalog and declared again since). Never raises for a bad token.
 
     Pass a :class:`~streamwarden.catalog.store.CatalogStore` (as a service does) rather
     than a URL to reuse its connections.
@@ -408,6 +414,8 @@ def authenticate(store: str | CatalogStore, token: object, *, now: datetime | No
             if row.revoked_at is not None or (row.expires_at is not None and _utc(row.expires_at) <= when):
                 return None
             users, streams = _declared(conn)
+            if row.kind == "user" and (row.incarnation is None or row.incarnation != incarnation_of(conn, row.name)):
+                return None  # a token of an earlier identity of this user name
     key = _stored_key(row.provider_key)
     if row.kind == "user":
         return Principal("user", row.name, bool(row.admin), token_id=row.id) if row.name in users else None
@@ -430,11 +438,23 @@ def _opened(store: str | CatalogStore, *, require_catalog: bool) -> Iterator[tup
     try:
         if engine not in _ready:
             create_tables(engine, _metadata)
+            if add_missing_columns(engine, _tokens, ("incarnation",)):
+                _bind_existing_tokens(the_store, engine)
             _ready.add(engine)
         yield the_store, engine
     finally:
         if owned:
             engine.dispose()
+
+
+def _bind_existing_tokens(store: CatalogStore, engine: Engine) -> None:
+    """Tokens of a store written before identities: each user's token is bound to the user's
+    identity now (a user not declared now keeps none, so their tokens never authenticate)."""
+    current = store.incarnations()
+    with engine.begin() as conn:
+        for user, incarnation in current.items():
+            conn.execute(update(_tokens).where(_tokens.c.kind == "user", _tokens.c.name == user)
+                         .values(incarnation=incarnation))
 
 
 def _declared(conn: Connection) -> tuple[frozenset[str], dict[str, str | None]]:

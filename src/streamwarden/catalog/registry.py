@@ -19,6 +19,17 @@ before the row's event time is a grant (a change at time t applies to rows at t;
 changes at the same time the later line wins). No grant yet means no access, and a user
 not listed for a query never receives it.
 
+**Grants only restrict, with one exception.** What a row may hold is decided by the
+security passes (role policies, the providers' SPs, levels); a grant only says *when* a
+user receives it. The exception is the privacy switch of the shared-network paper: a
+*shared* query (registered by an admin, :attr:`RegisteredQuery.owner` None) may read a
+plain stream that no role policy names, and then the admin's grant alone opens it. Which
+streams it opens is fixed when the query is registered (:attr:`RegisteredQuery.opens`),
+so removing or adding a policy later never widens it. A user's *own* query opens nothing:
+it sees at most what her role policies allow, exactly what ``replay --user`` gives her.
+An admin's revocation of an own query also closes the streams it reads to every own
+query of that user (:func:`access_periods`), until an admin grants one again.
+
     >>> from streamwarden.catalog.loader import load_catalog_text
     >>> cat = load_catalog_text("streams: {S: {schema: {ts: timestamp, a: int}}}\\nusers: {ann: {}}")
     >>> [q.id for q in load_queries_text("queries: [{id: q1, users: [ann], query: 'SELECT a FROM S'}]", cat)]
@@ -29,8 +40,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -46,32 +58,122 @@ from streamwarden.language.parser import parse_query
 from streamwarden.names import check_name
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+#: The start of the grant a user's own query gets, and of every user's self-service access to
+#: a stream: every event time streams carry in practice (a later bound than 0001-01-01 because
+#: pandas, in the Python workers, ends at 1677).
+ALL_TIME = datetime(1900, 1, 1, tzinfo=timezone.utc)
+_OWN = re.compile(r"u(\d\d)([A-Za-z][A-Za-z0-9_]*)")
+
+
+def own_id(user: str, public: str) -> str:
+    """The store's id of ``user``'s own query ``public``: ``u<NN><user>_<id>`` (``NN`` the user
+    name's length, so no two pairs map to one id); also its folder name in outputs.
+
+        >>> own_id("ann", "q1"), parse_own_id("u03ann_q1"), parse_own_id("q1")
+        ('u03ann_q1', ('ann', 'q1'), None)
+    """
+    return f"u{len(user):02d}{user}_{public}"
+
+
+def parse_own_id(internal: str) -> tuple[str, str] | None:
+    """(owner, public id) of an id shaped like an own query's; None for any other id."""
+    match = _OWN.fullmatch(internal)
+    if match is None:
+        return None
+    size = int(match.group(1))
+    rest = match.group(2)
+    if len(rest) < size + 2 or rest[size] != "_":
+        return None
+    return rest[:size], rest[size + 1:]
+
+
+#: AccessChange.scope: a change of one registered query's grant, or of a user's own queries over one stream.
+QUERY, STREAM = "query", "stream"
 
 
 @dataclass(frozen=True)
 class RegisteredQuery:
     """A continuous query of the network: its id, the users listed for it, its CQL text and
-    the security level it runs at (None: each user's clearance)."""
+    the security level it runs at (None: each user's clearance).
+
+    ``owner`` is the user whose own query it is (None: a shared query an admin registered).
+    ``opens`` are the plain streams a shared query's grants open because no role policy
+    named them when it was registered (None: not registered yet, decided against the
+    catalog it is planned with; always empty for an own query). ``rid`` names this
+    registration: a query registered again under the same id is a new registration, and
+    grants given to an earlier one do not apply to it."""
 
     id: str
     users: tuple[str, ...]
     query: str
     level: str | None = None
+    owner: str | None = None
+    opens: tuple[str, ...] | None = None
+    rid: str | None = field(default=None, compare=False)
 
     def bind(self, catalog: Catalog) -> BoundQuery:
         """The query parsed and bound against ``catalog``, once for all its users."""
         return bound_query(self.query, catalog, f"query {self.id}")
 
+    @property
+    def streams(self) -> tuple[str, ...]:
+        """The streams the query reads, by name (from its text: no catalog needed)."""
+        return query_streams(self.query)
+
+    def granted_streams(self, catalog: Catalog) -> frozenset[str]:
+        """The streams whose rows this query's grants alone open (see the module docstring).
+
+            >>> from streamwarden.catalog.loader import load_catalog_text
+            >>> cat = load_catalog_text("streams: {S: {schema: {ts: timestamp, a: int}}}\\nusers: {ann: {}}")
+            >>> sorted(RegisteredQuery("q1", ("ann",), "SELECT a FROM S").granted_streams(cat))
+            ['S']
+            >>> sorted(RegisteredQuery("q1", ("ann",), "SELECT a FROM S", owner="ann").granted_streams(cat))
+            []
+        """
+        if self.owner is not None:
+            return frozenset()
+        if self.opens is not None:
+            return frozenset(self.opens)
+        return frozenset(grant_openings(catalog, self.streams))
+
+
+def grant_openings(catalog: Catalog, streams: Sequence[str]) -> tuple[str, ...]:
+    """Which of ``streams`` a shared query's grant would open if registered now: the plain
+    streams no role policy names, in a catalog without security levels (a punctuated stream
+    is decided by its providers' SPs, and with levels every stream by its level)."""
+    if catalog.lattice is not None:
+        return ()
+    named = {s for p in catalog.policies for s in p.streams}
+    return tuple(sorted(s for s in set(streams) if s in catalog.streams and s not in named
+                        and not catalog.streams[s].punctuated))
+
+
+@lru_cache(maxsize=4096)
+def query_streams(text: str) -> tuple[str, ...]:
+    """The stream names a CQL text reads (parsed, not bound; empty if it does not parse).
+
+        >>> query_streams("SELECT a FROM S AS x, T [RANGE 1 minute] WHERE x.a = T.a")
+        ('S', 'T')
+    """
+    try:
+        parsed = parse_query(text)
+    except StreamwardenError:
+        return ()
+    return tuple(sorted({item.stream for item in parsed.sources}))
+
 
 @dataclass(frozen=True)
 class AccessChange:
-    """A grant (``grant`` True) or revocation of ``user``'s access to ``query`` from ``ts`` on."""
+    """A grant (``grant`` True) or revocation of ``user``'s access to ``query`` from ``ts`` on.
+    With ``scope`` :data:`STREAM`, ``query`` names a stream: the change opens or closes that
+    stream to every own query of ``user`` (an admin's revocation of one of them)."""
 
     ts: datetime
     query: str
     user: str
     grant: bool
     line: int = 0
+    scope: str = QUERY
 
 
 def load_queries(path: str | Path, catalog: Catalog) -> tuple[RegisteredQuery, ...]:
@@ -107,6 +209,9 @@ def load_queries_text(text: str, catalog: Catalog, name: str = "<queries>") -> t
             raise fail(fields.get("id", item), f"query id {qid!r} must be letters, digits, '_', '.' or '-'")
         if any(q.id == qid for q in queries):
             raise fail(fields["id"], f"query id {qid!r} is registered twice")
+        if parse_own_id(qid) is not None:
+            raise fail(fields["id"], f"query id {qid!r} has the form u<NN><user>_<id> of users' own queries: "
+                                     "choose another id")
         users_node = fields.get("users")
         if not isinstance(users_node, yaml.SequenceNode) or not users_node.value:
             raise fail(users_node or item, f"query {qid} needs users: a list of user names")
@@ -201,9 +306,49 @@ def parse_access(line: str, where: str, known: Iterable[str], number: int = 0) -
     return AccessChange(ts, str(record["query"]), str(record["user"]), record["sign"] == "+", number)
 
 
-def grant_intervals(changes: Sequence[AccessChange], query: str, user: str) -> list[tuple[datetime, datetime | None]]:
-    """The [from, to) periods in which ``user`` may see ``query``'s rows (to None: still open)."""
-    ordered = sorted((c for c in changes if c.query == query and c.user == user), key=lambda c: (c.ts, c.line))
+Period = tuple[datetime, datetime | None]
+
+
+def access_periods(changes: Sequence[AccessChange], query: RegisteredQuery, user: str) -> list[Period]:
+    """The [from, to) event-time periods in which ``user`` receives ``query``'s rows: her grant
+    periods for it, and for an own query also within her self-service access to every stream
+    it reads (open from :data:`ALL_TIME` until an admin revokes an own query over it).
+
+        >>> t = lambda h: datetime(2026, 3, 1, h, tzinfo=timezone.utc)
+        >>> q = RegisteredQuery("u03eve_q2", ("eve",), "SELECT a FROM S", owner="eve")
+        >>> changes = [AccessChange(ALL_TIME, "u03eve_q2", "eve", True, 1),
+        ...            AccessChange(t(10), "S", "eve", False, 2, STREAM)]   # an admin revoked eve's q1 over S
+        >>> [(a.hour, b and b.hour) for a, b in access_periods(changes, q, "eve")]
+        [(0, 10)]
+    """
+    periods = grant_intervals(changes, query.id, user)
+    if query.owner is None:
+        return periods
+    for stream in query.streams:
+        opened = [AccessChange(ALL_TIME, stream, user, True, 0, STREAM)]
+        periods = _intersect(periods, grant_intervals([*opened, *changes], stream, user, scope=STREAM))
+    return periods
+
+
+def _intersect(a: list[Period], b: list[Period]) -> list[Period]:
+    """The periods in both ``a`` and ``b`` (each sorted and disjoint; an end None is open)."""
+    out: list[Period] = []
+    for start_a, end_a in a:
+        for start_b, end_b in b:
+            start = max(start_a, start_b)
+            ends = [e for e in (end_a, end_b) if e is not None]
+            end = min(ends) if ends else None
+            if end is None or start < end:
+                out.append((start, end))
+    return sorted(out)
+
+
+def grant_intervals(changes: Sequence[AccessChange], query: str, user: str, *,
+                    scope: str = QUERY) -> list[Period]:
+    """The [from, to) periods in which ``user`` may see ``query``'s rows (to None: still open),
+    by her changes of one ``scope``."""
+    ordered = sorted((c for c in changes if c.query == query and c.user == user and c.scope == scope),
+                     key=lambda c: (c.ts, c.line))
     latest: dict[datetime, bool] = {}
     for change in ordered:  # of several changes at one instant, the last one issued holds
         latest[change.ts] = change.grant
@@ -220,5 +365,6 @@ def grant_intervals(changes: Sequence[AccessChange], query: str, user: str) -> l
     return periods
 
 
-__all__ = ["AccessChange", "RegisteredQuery", "grant_intervals", "load_access", "load_queries", "load_queries_text",
+__all__ = ["own_id", "parse_own_id", "ALL_TIME", "QUERY", "STREAM", "AccessChange", "Period", "RegisteredQuery", "access_periods",
+           "grant_intervals", "grant_openings", "query_streams", "load_access", "load_queries", "load_queries_text",
            "parse_access"]

@@ -12,6 +12,13 @@ an action already in the store keeps its current start, end and target (set by
 with the file's values, and an action the file no longer declares is dropped. Only
 ``reset_actions=True`` (``check --reset-actions``) puts the file's values back.
 
+**Users are identities, not names.** Each user the stored catalog declares has an
+*incarnation*: a random id given when the user first appears in a saved catalog and
+dropped when a saved catalog no longer declares them. A user declared again later is a
+new identity with a new incarnation, and everything bound to the old one — tokens,
+grants, own queries, delivered rows — no longer applies to her
+(:meth:`CatalogStore.incarnations`).
+
 **Changes need a store that exists and names that do.** :meth:`CatalogStore.existing`
 opens a store for a command that changes live state and refuses when there is none
 (it never creates one: a command run from another folder would silently change a new,
@@ -38,6 +45,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from dataclasses import dataclass
 from functools import lru_cache
 from datetime import datetime, timezone
@@ -45,7 +53,7 @@ from pathlib import Path
 
 from sqlalchemy import (Column, DateTime, Float, MetaData, String, Table, Text, TypeDecorator, create_engine, delete,
                         insert, inspect, select, text, update)
-from sqlalchemy.engine import Dialect, Engine
+from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.schema import CreateTable
 
 from streamwarden.catalog.loader import load_catalog_text
@@ -125,6 +133,14 @@ _actions = Table(
 )
 
 
+_identities = Table(
+    "user_identities", _metadata,
+    Column("user", String, primary_key=True),
+    Column("incarnation", String(16), nullable=False),  # random: a user declared again never gets an old one back
+    Column("since", UTCDateTime(), nullable=False),
+)
+
+
 @lru_cache(maxsize=4)
 def _parsed(text: str, name: str) -> Catalog:
     """A stored catalog's text, validated once per text (a service loads it on every request)."""
@@ -150,6 +166,17 @@ def create_tables(engine: Engine, metadata: MetaData) -> None:
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _DDL_LOCK_KEY})
         for table in metadata.sorted_tables:
             conn.execute(CreateTable(table, if_not_exists=True))
+
+
+def add_missing_columns(engine: Engine, table: Table, names: tuple[str, ...]) -> list[str]:
+    """Add the columns ``names`` of ``table`` that a store written by an older version lacks
+    (as nullable TEXT); returns those added, so the caller can fill them in once."""
+    present = {c["name"] for c in inspect(engine).get_columns(table.name)}
+    missing = [name for name in names if name not in present]
+    with engine.begin() as conn:
+        for name in missing:
+            conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {name} TEXT"))
+    return missing
 
 
 class CatalogStore:
@@ -239,6 +266,7 @@ class CatalogStore:
                 if a.name in live and not reset_actions:
                     continue
                 conn.execute(insert(_actions).values(name=a.name, start=a.start, end=a.end, target=a.target))
+            _sync_identities(conn, frozenset(catalog.users), drop=True)
         kept = () if reset_actions else tuple(sorted(live & declared))
         return ActionChanges(kept, tuple(sorted(declared - live)), tuple(dropped),
                              tuple(sorted(live & declared)) if reset_actions else ())
@@ -266,6 +294,14 @@ class CatalogStore:
             return frozenset()
         return frozenset(self.load().users)
 
+    def incarnations(self) -> dict[str, str]:
+        """Each declared user's incarnation (see the module docstring). A store written before
+        incarnations existed gets them on first read, for the users its catalog declares."""
+        with self.engine.begin() as conn:
+            row = conn.execute(select(_sources.c.text)).first()
+            users = frozenset(_parsed(row.text, "catalog").users) if row is not None else frozenset()
+            return _sync_identities(conn, users, drop=False)
+
     def set_action(self, name: str, **values: object) -> None:
         """Update an action's start, end or target (``None`` clears the value). An action the
         store does not hold (the stored catalog does not declare it) is refused: a mistyped
@@ -279,6 +315,25 @@ class CatalogStore:
                 known = sorted(row.name for row in conn.execute(select(_actions.c.name)))
                 raise UnknownName(f"unknown action {name!r}: the stored catalog declares "
                                   f"{', '.join(known) or 'no actions'}")
+
+
+def incarnation_of(conn: Connection, user: str) -> str | None:
+    """The user's current incarnation, read in ``conn`` (None: not declared, or never saved)."""
+    return conn.execute(select(_identities.c.incarnation).where(_identities.c.user == user)).scalar()
+
+
+def _sync_identities(conn: Connection, users: frozenset[str], *, drop: bool) -> dict[str, str]:
+    """Give every user in ``users`` an incarnation if they have none; with ``drop``, forget the
+    incarnations of users no longer declared (so that declaring them again makes new ones)."""
+    known = {row.user: row.incarnation for row in conn.execute(select(_identities))}
+    gone = sorted(set(known) - users)
+    if drop and gone:
+        conn.execute(delete(_identities).where(_identities.c.user.in_(gone)))
+    now = datetime.now(timezone.utc)
+    for user in sorted(users - set(known)):
+        known[user] = secrets.token_hex(8)
+        conn.execute(insert(_identities).values(user=user, incarnation=known[user], since=now))
+    return {user: known[user] for user in users}
 
 
 def _utc(value: datetime | None) -> datetime | None:

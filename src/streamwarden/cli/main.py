@@ -661,7 +661,13 @@ def _network_run(args: argparse.Namespace) -> int:
     until = "until its input is processed" if args.available_now else "Ctrl-C to stop"
     print(f"network of {len(queries)} queries running as {len(runtime.streams)} pipelines, checkpoint {root}; "
           f"grant/revoke/register/check with --store {store.url} ({until})", file=sys.stderr)
-    return _until_done(runtime, "the network", poll_seconds=min(2.0, _seconds(args.trigger)))
+    code = _until_done(runtime, "the network", poll_seconds=min(2.0, _seconds(args.trigger)))
+    failed = runtime.failures()  # each stopped alone, the others ran on; said once in the log as it happened
+    if failed and code == 0:
+        print(f"{len(failed)} of {len(runtime.running)} pipelines stopped on an error: "
+              + "; ".join(f"{name}: {why}" for name, why in sorted(failed.items())), file=sys.stderr)
+        return 2 if all(why.startswith("broken record") for why in failed.values()) else 3
+    return code
 
 
 def _plan_sources(pipeline: Any) -> list[Any]:

@@ -11,8 +11,11 @@ The runtime keeps a network of registered queries running over file streams:
   under the pipeline's own checkpoint. Nothing is planned per micro-batch.
 * **One write per micro-batch.** Each micro-batch of a pipeline goes through its
   terminal switch: the access changes in the store decide, row by row (by the row's
-  event time, :func:`~streamwarden.catalog.registry.grant_intervals`), which users get
+  event time, :func:`~streamwarden.catalog.registry.access_periods`), which users get
   it, and one partitioned write puts every user's rows into ``DIR/<user>/<query>/``.
+  That decision is recorded in the pipeline's checkpoint before anything is written, so a
+  micro-batch Spark replays after a crash delivers exactly what its first attempt did,
+  whatever access changed in between (cursors count rows that never move).
 * **Live changes.** :meth:`NetworkRuntime.poll` (the CLI calls it between micro-batches)
   reads the store: grants, revocations and expiries take effect at the next
   micro-batch (the terminal switch reads them); a new registration, or a user whose
@@ -25,9 +28,19 @@ The runtime keeps a network of registered queries running over file streams:
   ended before what it has emitted) is stopped: it does no work at all. Its checkpoint
   stays, so when a grant returns it resumes where it stopped and its windows still
   hold their partners.
+* **Isolation.** A pipeline that cannot start or fails (a query Spark refuses, an input it
+  cannot read) stops alone: the other pipelines keep running, and its users' status says
+  why. It is tried again when the store's registrations or catalog change.
 * **Status.** Each listed user's ``DIR/<user>/<query>/_access.json`` says whether they
-  receive the query's rows now and why not (no grant, revoked, not cleared, no role
-  policy), rewritten when that changes.
+  receive the query's rows now and why not (no grant, a grant that ended by the event time
+  the pipeline has reached, not cleared, no role policy, a failed pipeline), rewritten
+  when that changes.
+* **A new registration, a new identity, start with nothing.** A query registered again
+  under an earlier id (:attr:`~streamwarden.catalog.registry.RegisteredQuery.rid`) and a
+  user declared again after being removed from the catalog
+  (:meth:`~streamwarden.catalog.store.CatalogStore.incarnations`) do not inherit the rows,
+  state or handover of the earlier one: those are moved aside into ``DIR/.retired/`` and
+  ``CHECKPOINTS/.retired/`` (hidden, private: the operator's to inspect or delete).
 
 Design decision (measured, see README "One engine"): one Spark query per pipeline, not
 one query for the whole network. Spark SQL plans are trees: a subplan used by two
@@ -45,8 +58,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shutil
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -58,10 +73,10 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.model import Catalog
-from streamwarden.catalog.registry import AccessChange, RegisteredQuery, grant_intervals
+from streamwarden.catalog.registry import AccessChange, Period, RegisteredQuery, access_periods
 from streamwarden.catalog.store import CatalogStore
 from streamwarden.engine.compiler import EVENT
-from streamwarden.engine.execute import build_job, check_inputs, iso_timestamp
+from streamwarden.engine.execute import broken_record, build_job, check_inputs, iso_timestamp
 from streamwarden.engine.sinks import check_checkpoint, committed_batches, read_parts, start_writer, stream_writer
 from streamwarden.errors import InputError, StreamwardenError, UnsupportedError
 from streamwarden.language.expressions import parse_timestamp
@@ -74,7 +89,12 @@ from streamwarden.runtime.runner import StreamsRunner
 from streamwarden.security.punctuation.generate import policy_from_statements
 from streamwarden.security.punctuation.spgen import spgen_lines
 
+log = logging.getLogger("streamwarden.network")
 EARLIEST = "_earliest"  # ON RESULT: a row's earliest result timestamp (SPGen's date)
+RETIRED = ".retired"  # in the output and checkpoint folders: what an earlier registration or identity left
+IDENTITY = ".identity"  # in a user's output folder: the identity (incarnation) its rows were delivered to
+REGISTRATION = "registration.json"  # in a query's checkpoint folder: the registration its state belongs to
+DECISIONS = "decisions"  # in a pipeline's checkpoint: each micro-batch's delivery decision, until committed
 MARKER = ".streamwarden-network"  # in the output folder: which checkpoint root writes into it
 STATUS = "_access.json"  # per user and query: do they receive it now, and why not
 _TO = "_to"
@@ -93,6 +113,7 @@ class _Running:
     rows: dict[str, int] = field(default_factory=dict)  # per user: rows delivered
     withheld: dict[str, int] = field(default_factory=dict)  # per user: rows emitted outside their grants
     spgen: datetime | None = None  # ON RESULT: the date of SPGen's policy (the pipeline's earliest result)
+    failure: str | None = None  # why it could not start or stopped on an error (not started again until replanned)
 
 
 class NetworkRuntime(StreamsRunner):
@@ -151,8 +172,10 @@ class NetworkRuntime(StreamsRunner):
             key = (_digest(catalog.text, queries), changes[-1].line if changes else 0)
             if not force and key == self._seen:
                 # Nothing new in the store, but pipelines move on: one whose rows now pass every
-                # user's revocation stops here (a switch follows what it has emitted, too).
+                # user's revocation stops here (a switch follows what it has emitted, too), and a
+                # grant's end may now lie behind the event time reached (the status says so).
                 self._switch(changes)
+                self._write_status(changes)
                 return False
             if force or self._seen is None or key[0] != self._seen[0]:
                 self._replan(catalog, queries)
@@ -175,15 +198,53 @@ class NetworkRuntime(StreamsRunner):
     def wait(self, timeout: float | None) -> bool:
         """With ``available_now``, wait for every pipeline to process its input. A continuous
         network ends only when stopped: with no pipeline running (no user can receive a row
-        now) it still waits for the grant that starts one."""
+        now) it still waits for the grant that starts one. A pipeline that fails ends alone
+        (:meth:`failures`)."""
         if self.available_now:
-            return super().wait(timeout)
+            for stream in self.streams:
+                try:
+                    if timeout is None:
+                        stream.awaitTermination()
+                    elif not stream.awaitTermination(timeout):
+                        return False
+                except Exception:  # it failed: noted below, the others are still waited for
+                    continue
+            self.check()
+            return True
         self.check()
         return self._stopped.wait(timeout)
 
+    def process_all_available(self) -> None:
+        """Return once every running pipeline has processed what its inputs hold now."""
+        for stream in self.streams:
+            try:
+                if stream.isActive:
+                    stream.processAllAvailable()
+            except Exception:  # it failed: noted by check(), the others go on
+                continue
+        self.check()
+
     @property
     def streams(self) -> list[StreamingQuery]:
-        return [r.stream for r in self.running.values() if r.stream is not None]
+        """The Spark queries of the pipelines running (or done) now, failed ones left out."""
+        with self._lock:
+            return [r.stream for r in self.running.values() if r.stream is not None and r.failure is None
+                    and _failure(r.stream) is None]
+
+    def check(self) -> None:
+        """Note the pipelines that stopped on an error (each alone: the others run on); never
+        raises for them. :meth:`failures` says which, and why."""
+        with self._lock:
+            for name, running in self.running.items():
+                if running.failure is None and (failed := _failure(running.stream)) is not None:
+                    running.failure = failed
+                    log.error("pipeline %s failed: %s", name, failed)
+
+    def failures(self) -> dict[str, str]:
+        """Failed pipelines by name, each with its one-line reason."""
+        self.check()
+        with self._lock:
+            return {name: r.failure for name, r in self.running.items() if r.failure is not None}
 
     def pipelines(self) -> list[tuple[str, _Running]]:
         """The pipelines planned now, by name (a copy, taken under the runtime's lock)."""
@@ -203,6 +264,8 @@ class NetworkRuntime(StreamsRunner):
             check_name("query id", q.id)
             for user in q.users:
                 check_name("user", user)
+        self._retire_identities()
+        self._retire_registrations(queries)
         plan = plan_network(catalog, queries, lateness=self.lateness)
         wanted = {p.name: p for p in plan.pipelines}
         for name in [n for n in self.running if n not in wanted]:  # retired: unregistered, or a new plan
@@ -216,10 +279,87 @@ class NetworkRuntime(StreamsRunner):
                 running = self.running[name]
                 running.pipeline = pipeline  # users may have changed: the switch reads them live
                 running.after = self._after(running.checkpoint, pipeline)
+                if running.failure is not None:  # the store changed: a failed pipeline is tried again
+                    running.failure, running.stream = None, None
                 continue
             self.running[name] = self._prepare(pipeline)
         self.plan = plan
         self.catalog = catalog
+
+    # -- a new registration or identity starts with nothing ------------------------------------------
+    def _retire_registrations(self, queries: tuple[RegisteredQuery, ...]) -> None:
+        """A query id whose registration is not the one its checkpoint folder was made for: stop
+        its pipelines and move its state and every user's rows of it aside."""
+        for q in queries:
+            if q.rid is None:
+                continue
+            marker = self.root / q.id / REGISTRATION
+            try:
+                recorded = json.loads(marker.read_text(encoding="utf-8")).get("rid")
+            except (OSError, ValueError, AttributeError):
+                recorded = None
+            if recorded == q.rid:
+                continue
+            if recorded is not None:
+                for name in [n for n, r in self.running.items() if r.pipeline.query.id == q.id]:
+                    _stop(self.running.pop(name))
+                stamp = f"{q.id}-{recorded}"
+                _move_aside(self.root / q.id, self.root / RETIRED / stamp)
+                for folder in self.output.glob(f"*/{q.id}"):
+                    _move_aside(folder, self.output / RETIRED / folder.parent.name / stamp)
+            private_dir(self.root / q.id)
+            _write_text(marker, json.dumps({"rid": q.rid}) + "\n")
+
+    def _retire_identities(self) -> None:
+        """A user folder of the output delivered to another identity than the user's now (or to
+        a user no longer declared): moved aside, so no later holder of the name reads it."""
+        current = self.store.incarnations()
+        if not self.output.is_dir():
+            return
+        for folder in self.output.iterdir():
+            if folder.name.startswith(".") or not folder.is_dir():
+                continue
+            marker = folder / IDENTITY
+            try:
+                recorded: str | None = marker.read_text(encoding="utf-8").strip()
+            except OSError:
+                recorded = None
+            now = current.get(folder.name)
+            if now is not None and recorded in (None, now):
+                if recorded is None:  # written before identities: it is this user's
+                    _write_text(marker, now + "\n")
+                continue
+            _move_aside(folder, self.output / RETIRED / f"{folder.name}-{recorded or 'undeclared'}")
+
+    def _user_folder(self, user: str) -> Path:
+        """``DIR/<user>/``: private, and marked with the identity its rows go to."""
+        folder = private_dir(safe_path(self.output, user), tighten=True)
+        marker = folder / IDENTITY
+        if not marker.is_file():
+            identity = self.store.incarnations().get(user)
+            if identity is not None:
+                _write_text(marker, identity + "\n")
+        return folder
+
+    # -- can the network run it? -----------------------------------------------------------------
+    def runnable_problem(self, query: RegisteredQuery, catalog: Catalog) -> str | None:
+        """Why the network could not run ``query`` for its users (None: it can), found by
+        compiling each of its pipelines exactly as :meth:`_start` would and asking Spark's own
+        checker of streaming plans, without starting anything."""
+        plan = plan_network(catalog, [query], lateness=self.lateness)
+        with self._lock:
+            previous = self.catalog
+            self.catalog = catalog
+            try:
+                for pipeline in plan.pipelines:
+                    try:
+                        frame = self._frame(pipeline)
+                        _check_streaming(frame)
+                    except Exception as exc:  # whatever Spark or the compiler refuses: the message, one line
+                        return _first_line(exc)
+            finally:
+                self.catalog = previous
+        return None
 
     def _prepare(self, pipeline: Pipeline) -> _Running:
         """A pipeline's checkpoint (kept across runs: a pipeline wanted again resumes its state)."""
@@ -266,10 +406,22 @@ class NetworkRuntime(StreamsRunner):
     # -- switches ----------------------------------------------------------------------------
     def _switch(self, changes: tuple[AccessChange, ...]) -> None:
         """Start the pipelines some user can still receive rows of; stop the others."""
-        for running in self.running.values():
+        for name, running in self.running.items():
+            if running.failure is not None:
+                continue
+            failed = _failure(running.stream)
+            if failed is not None:  # stopped on an error: alone, reported, not restarted in a loop
+                running.failure = failed
+                log.error("pipeline %s failed: %s", name, failed)
+                continue
             wanted = self._receivable(running, changes)
             if wanted and (running.stream is None or not running.stream.isActive):
-                running.stream = self._start(running)
+                try:
+                    running.stream = self._start(running)
+                except Exception as exc:  # this pipeline alone: the others start and run
+                    running.stream = None
+                    running.failure = _first_line(exc)
+                    log.error("pipeline %s cannot start: %s", name, running.failure)
             elif not wanted and running.stream is not None and running.stream.isActive:
                 _stop(running)
 
@@ -277,13 +429,20 @@ class NetworkRuntime(StreamsRunner):
         """Can some user of the pipeline still receive a row: a grant open, or ending after the
         latest event time the pipeline has emitted (nothing emitted yet: any grant)?"""
         for user in running.pipeline.users:
-            for start, end in grant_intervals(changes, running.pipeline.query.id, user):
+            for start, end in access_periods(changes, running.pipeline.query, user):
                 if end is None or running.emitted is None or end > running.emitted:
                     return True
         return False
 
     def _start(self, running: _Running) -> StreamingQuery:
-        pipeline = running.pipeline
+        rows = self._frame(running.pipeline)
+        writer = stream_writer(rows, running.checkpoint / "spark", trigger=self.trigger,
+                               available_now=self.available_now, query_name=running.pipeline.name,
+                               each_batch=_TerminalSwitch(self, running))
+        return start_writer(writer, self.spark)
+
+    def _frame(self, pipeline: Pipeline) -> DataFrame:
+        """The streaming frame a pipeline runs: its event time and each row as JSON."""
         streams = {s.stream for s in sources(pipeline.rewriting.plan)}
         line_read = {s.stream for s in sources(pipeline.rewriting.plan)
                      if s.window is not None and s.window.kind == "rows"}
@@ -301,34 +460,25 @@ class NetworkRuntime(StreamsRunner):
             times = sorted({f.name for g in job.rewriting.deployed for f in g.root.fields if f.dtype == "timestamp"})
             earliest = [F.col(f"`{t}`").cast("timestamp") for t in times]
             columns.append((F.least(*earliest) if len(earliest) > 1 else earliest[0]).alias(EARLIEST))
-        rows = frame.select(*columns)
-        writer = stream_writer(rows, running.checkpoint / "spark", trigger=self.trigger,
-                               available_now=self.available_now, query_name=pipeline.name,
-                               each_batch=_TerminalSwitch(self, running))
-        return start_writer(writer, self.spark)
+        return frame.select(*columns)
 
     # -- status --------------------------------------------------------------------------------
     def _write_status(self, changes: tuple[AccessChange, ...]) -> None:
-        """Each listed user's ``_access.json`` for each query: receiving it now, and why not."""
+        """Each listed user's ``_access.json`` for each query: receiving it now, and why not. A
+        grant's end is judged by the event time the pipeline has reached, not the wall clock."""
         for q in self.plan.queries:
             for user in q.users:
                 pipeline = self.plan.pipeline_of(q.id, user)
-                periods = grant_intervals(changes, q.id, user)
-                denial = next((d for d in self.plan.denials if d.query == q.id and d.user == user), None)
-                if denial is not None:
-                    receiving, reason = False, denial.reason
-                elif not periods:
-                    receiving, reason = False, "no grant for this query yet"
-                elif periods[-1][1] is not None:
-                    receiving, reason = False, f"access revoked as of {_iso(periods[-1][1])}"
-                else:
-                    receiving, reason = True, ""
+                running = self.running.get(pipeline.name) if pipeline is not None else None
+                periods = access_periods(changes, q, user)
+                receiving, reason = _receiving(self.plan, q, user, periods, running)
                 status = {"query": q.id, "user": user, "receiving": receiving, "reason": reason,
                           "periods": [[_iso(a), None if b is None else _iso(b)] for a, b in periods],
+                          "event_time": _iso(running.emitted) if running and running.emitted else None,
                           "level": pipeline.level if pipeline is not None else q.level,
                           "graphs": [g.id for g in pipeline.rewriting.deployed] if pipeline is not None else []}
+                self._user_folder(user)
                 folder = safe_path(self.output, user, q.id)
-                private_dir(safe_path(self.output, user), tighten=True)
                 private_dir(folder)
                 target = folder / STATUS
                 text = json.dumps(status, indent=2) + "\n"
@@ -339,6 +489,25 @@ class NetworkRuntime(StreamsRunner):
                 with open_private(partial) as handle:
                     handle.write(text)
                 partial.replace(target)
+
+
+def _receiving(plan: NetworkPlan, query: RegisteredQuery, user: str, periods: list[Period],
+               running: _Running | None) -> tuple[bool, str]:
+    """Does ``user`` receive ``query``'s rows now, and if not, why (one sentence)?"""
+    denial = next((d for d in plan.denials if d.query == query.id and d.user == user), None)
+    if denial is not None:
+        return False, denial.reason
+    if running is not None and running.failure is not None:
+        return False, f"the network cannot run this query: {running.failure}"
+    if not periods:
+        return False, "no grant for this query yet"
+    end = periods[-1][1]
+    if end is None:
+        return True, ""
+    reached = running.emitted if running is not None else None
+    if reached is not None and end <= reached:
+        return False, f"access ended at {_iso(end)} (event time)"
+    return True, f"access ends at {_iso(end)} (event time)"
 
 
 class _TerminalSwitch:
@@ -354,10 +523,7 @@ class _TerminalSwitch:
         runtime = self.runtime
         running = self.running
         pipeline = running.pipeline
-        changes = runtime.server.changes()  # read now: a change recorded before this batch applies to it
-        recipients = [(i, user, periods) for i, user in enumerate(pipeline.users)
-                      if (periods := _delivered_after(grant_intervals(changes, pipeline.query.id, user),
-                                                      running.after.get(user)))]
+        recipients = self._decide(batch_id)
         on_result = pipeline.rewriting.on_result
         if on_result:
             batch = self._spgen(batch, running)
@@ -396,6 +562,33 @@ class _TerminalSwitch:
                 _write_time(running.checkpoint / "emitted.json", emitted)
         running.batches += 1
 
+    def _decide(self, batch_id: int) -> list[tuple[int, str, list[Period]]]:
+        """Who receives which event times of micro-batch ``batch_id``: decided once, from the access
+        changes in the store now, and recorded in the checkpoint before anything is written. A
+        batch Spark runs again after a crash (same id, same input) reads the recorded decision,
+        so it delivers the same rows to the same users, and every logged count stays true."""
+        running = self.running
+        pipeline = running.pipeline
+        folder = running.checkpoint / DECISIONS
+        path = folder / f"{batch_id}.json"
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+            return [(i, user, [(parse_timestamp(a), None if b is None else parse_timestamp(b)) for a, b in periods])
+                    for i, (user, periods) in enumerate(recorded["recipients"])]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        changes = self.runtime.server.changes()  # read now: a change recorded before this batch applies to it
+        chosen = [(user, periods) for user in pipeline.users
+                  if (periods := _delivered_after(access_periods(changes, pipeline.query, user),
+                                                  running.after.get(user)))]
+        private_dir(folder)
+        _write_text(path, json.dumps({"recipients": [[user, [[_iso(a), None if b is None else _iso(b)]
+                                                             for a, b in periods]] for user, periods in chosen]}) + "\n")
+        for old in folder.glob("*.json"):  # Spark replays only the last batch: earlier ones are committed
+            if old.stem.isdigit() and int(old.stem) < batch_id:
+                old.unlink(missing_ok=True)
+        return [(i, user, periods) for i, (user, periods) in enumerate(chosen)]
+
     def _spgen(self, batch: DataFrame, running: _Running) -> DataFrame:
         """ON RESULT: every row stamped with SPGen's policy, dated by the pipeline's earliest result
         (found in the first micro-batch with results, kept in the checkpoint for restarts)."""
@@ -428,10 +621,55 @@ class _TerminalSwitch:
         shutil.rmtree(target, ignore_errors=True)
         if not part.exists():
             return
-        private_dir(safe_path(self.runtime.output, user), tighten=True)
+        self.runtime._user_folder(user)
         private_dir(target.parent)
         make_private(part)  # 0700 folders, 0600 files, whatever Spark's umask was
         shutil.move(str(part), str(target))
+
+
+def _move_aside(source: Path, target: Path) -> None:
+    """Move ``source`` (if there) to ``target`` (hidden, private): kept for the operator, never served."""
+    if not source.exists():
+        return
+    private_dir(target.parent)
+    if target.exists():
+        target = target.with_name(f"{target.name}-{time.time_ns()}")
+    shutil.move(str(source), str(target))
+
+
+def _check_streaming(frame: DataFrame) -> None:
+    """Spark's own check that a streaming plan can run in append mode (what ``start`` would
+    raise), without starting it."""
+    jvm = frame.sparkSession._jvm  # type: ignore[attr-defined]
+    plan = frame._jdf.queryExecution().analyzed()  # type: ignore[attr-defined]
+    append = jvm.org.apache.spark.sql.streaming.OutputMode.Append()
+    jvm.org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker.checkForStreaming(plan, append)
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error as one line for an operator or a user: a broken record by its place (never its
+    text), else Spark's own message, without its trace."""
+    record = broken_record(exc)
+    if record is not None:
+        return record
+    text = getattr(exc, "desc", None) or getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    if hasattr(exc, "getMessage"):
+        try:
+            text = exc.getMessage() or text  # type: ignore[union-attr]
+        except Exception:
+            pass
+    return str(text).strip().splitlines()[0][:300] if str(text).strip() else type(exc).__name__
+
+
+def _failure(stream: StreamingQuery | None) -> str | None:
+    """Why ``stream`` stopped, if it stopped on an error."""
+    if stream is None:
+        return None
+    try:
+        failed = stream.exception()
+    except Exception:  # stopping under us
+        return None
+    return None if failed is None else _first_line(failed)
 
 
 def _stop(running: _Running) -> None:

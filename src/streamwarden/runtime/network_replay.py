@@ -41,7 +41,7 @@ def replay_network(spark: SparkSession, catalog: Catalog, queries: Sequence[Regi
     output = private_dir(output_dir)
     written: dict[tuple[str, str], int] = {}
     for q in queries:
-        options = SecurityOptions(level=q.level, grants_decide=True)
+        options = SecurityOptions(level=q.level, granted_streams=q.granted_streams(catalog))
         bound = q.bind(catalog)  # once for all its users
         used = {s.stream: inputs[s.stream] for s in sources(bound.plan) if s.stream in inputs} or inputs
         compiled: dict[tuple[tuple[str, Node], ...], tuple[DataFrame | None, Job]] = {}  # equal graphs: one job

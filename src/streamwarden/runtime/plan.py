@@ -83,7 +83,7 @@ def plan_network(catalog: Catalog, queries: Sequence[RegisteredQuery], *, latene
     groups: dict[tuple[str, str], tuple[RegisteredQuery, Rewriting, list[str]]] = {}
     denials: list[Denial] = []
     for q in queries:
-        options = SecurityOptions(level=q.level, grants_decide=True)
+        options = SecurityOptions(level=q.level, granted_streams=q.granted_streams(catalog))
         try:
             bound = q.bind(catalog)  # once for all its users
         except StreamwardenError as exc:  # a new catalog the stored query no longer binds against

@@ -36,7 +36,8 @@ class SecurityOptions:
     join_strategy: str = "adaptive"
     placement: str = "auto"  # of shields over selections: auto (cost rule), down or up
     level: str | Level | None = None  # the security level to run at (default: the user's clearance)
-    grants_decide: bool = False  # per-query grants guard the query (a shared network): see rewrite()
+    # a shared network's query: the streams its grants alone open (RegisteredQuery.granted_streams; see rewrite())
+    granted_streams: frozenset[str] = frozenset()
 
 
 def secure(catalog: Catalog, user: str, query: str | BoundQuery | Node,
@@ -57,10 +58,10 @@ def secure(catalog: Catalog, user: str, query: str | BoundQuery | Node,
         query = bound_query(query, catalog)
     if isinstance(query, BoundQuery):
         on_result = query.on_result
-        rewriting = replace(rewrite(catalog, user, query.plan, grants_decide=options.grants_decide),
+        rewriting = replace(rewrite(catalog, user, query.plan, granted_streams=options.granted_streams),
                             query=query.text, on_result=on_result)
     else:
-        rewriting = rewrite(catalog, user, query, grants_decide=options.grants_decide)
+        rewriting = rewrite(catalog, user, query, granted_streams=options.granted_streams)
     if on_result:
         plain = sorted({s.stream for s in sources(rewriting.plan) if not catalog.streams[s.stream].punctuated})
         if plain:

@@ -35,7 +35,8 @@ from streamwarden.catalog.audit import records as audit_records
 from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.identity import Principal
 from streamwarden.catalog.loader import load_catalog_text
-from streamwarden.catalog.registry import RegisteredQuery, grant_intervals
+from streamwarden.catalog.model import Catalog
+from streamwarden.catalog.registry import STREAM, AccessChange, RegisteredQuery, access_periods, parse_own_id
 from streamwarden.catalog.store import CatalogStore, UnknownName
 from streamwarden.errors import SourceError, StreamwardenError
 from streamwarden.language.expressions import parse_timestamp
@@ -60,7 +61,9 @@ CONSOLE_POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'un
 MAX_CATALOG = 1024 * 1024  # bytes of catalog YAML
 MAX_ROWS = 10_000  # rows in one page
 STREAM_POLL = 0.1  # seconds between looks for new rows of an SSE stream
-REAUTH_SECONDS = 5.0  # an SSE stream re-checks its token this often: a revoked token ends it
+REAUTH_SECONDS = 5.0  # an idle SSE stream re-checks its token this often (and before every page it sends)
+#: Admins name another user's own query by its owner and the id she gave it.
+OWNER = Query(None, max_length=64, description="admins: the user whose own query this is")
 
 
 @dataclass
@@ -84,6 +87,20 @@ class Service:
     def refresh(self) -> None:
         if self.host is not None:
             self.host.refresh()
+
+    @property
+    def checkpoint_root(self) -> Path | None:
+        return self.host.checkpoint_root if self.host is not None else None
+
+    def check_runnable(self, registered: RegisteredQuery, catalog: Catalog) -> None:
+        """Compile ``registered`` for its users exactly as the running network would, and refuse
+        it (422) if Spark cannot run it: a registration answers 201 only for a query that runs.
+        Without a network (the contract's tests) only the security passes have checked it."""
+        if self.host is None:
+            return
+        problem = self.host.runnable_problem(registered, catalog)
+        if problem is not None:
+            raise ApiError(422, f"the network cannot run this query: {problem}", field="query")
 
     def policies(self, query: str, user: str) -> tuple[str, ...]:
         """The policies of the graphs that serve ``user``'s rows of ``query`` (for the audit trail)."""
@@ -184,19 +201,19 @@ def create_app(service: Service) -> FastAPI:
             if dry_run:
                 outcomes = {u: _outcome(catalog, body, u) for u in body.users[:100]}
                 return JSONResponse({"id": body.id, "dry_run": True, "users": outcomes})
-            entry, explained = book.register_shared(body.id, body.query, body.level, body.users, catalog)
+            entry, explained = book.register_shared(body.id, body.query, body.level, body.users, catalog,
+                                                    check=service.check_runnable)
             service.refresh()
             users = {u: explanation(r) if not isinstance(r, str) else {"denied": r} for u, r in explained.items()}
             request.state.policies = _policies(*[r for r in explained.values() if not isinstance(r, str)])
             return JSONResponse({"id": entry.id, "users": users}, status_code=201)
-        if dry_run:
-            rewriting = explain_for(catalog, RegisteredQuery(body.id, (principal.name,), body.query, body.level),
-                                    principal.name)
-            request.state.policies = _policies(rewriting)
-            return JSONResponse({"id": body.id, "dry_run": True, "explanation": explanation(rewriting)})
-        entry, rewriting = book.register_own(principal, body.id, body.query, body.level, catalog)
-        request.state.object = f"query:{entry.internal}"
+        entry, rewriting = book.prepare_own(principal, body.id, body.query, body.level, catalog)
+        request.state.object = f"query:{entry.ref}"
         request.state.policies = _policies(rewriting)
+        if dry_run:
+            return JSONResponse({"id": body.id, "dry_run": True, "explanation": explanation(rewriting)})
+        service.check_runnable(entry.registered, catalog)
+        book.register_own(entry, service.refresh, service.checkpoint_root)
         service.refresh()
         return JSONResponse({"id": entry.id, "explanation": explanation(rewriting)}, status_code=201)
 
@@ -206,10 +223,10 @@ def create_app(service: Service) -> FastAPI:
         return {"queries": [_summary(service, e, principal) for e in service.book.visible(principal)]}
 
     @app.get("/v1/queries/{query_id}")
-    def show_query(query_id: str, request: Request) -> dict[str, Any]:
+    def show_query(query_id: str, request: Request, owner: str | None = OWNER) -> dict[str, Any]:
         principal = user_caller(request, "query.show", f"query:{_short(query_id)}")
-        entry = service.book.find(principal, query_id)
-        request.state.object = f"query:{entry.internal}"
+        entry = service.book.find(principal, query_id, owner)
+        request.state.object = f"query:{entry.ref}"
         summary = _summary(service, entry, principal)
         user = principal.name if principal.name in entry.registered.users else None
         try:
@@ -222,16 +239,16 @@ def create_app(service: Service) -> FastAPI:
         return summary
 
     @app.delete("/v1/queries/{query_id}")
-    def delete_query(query_id: str, request: Request) -> dict[str, Any]:
+    def delete_query(query_id: str, request: Request, owner: str | None = OWNER) -> dict[str, Any]:
         principal = user_caller(request, "query.delete", f"query:{_short(query_id)}")
-        entry = service.book.find(principal, query_id)
-        request.state.object = f"query:{entry.internal}"
+        entry = service.book.find(principal, query_id, owner)
+        request.state.object = f"query:{entry.ref}"
         if entry.owner != principal.name and not principal.admin:
             raise forbidden("a shared query is removed by an admin")
         service.server.unregister(entry.internal)
         service.refresh()  # stops its pipeline before its rows and state are removed
-        service.book.forget(entry, service.host.checkpoint_root if service.host is not None else None)
-        return {"id": entry.id, "deleted": True}
+        service.book.forget(entry, service.checkpoint_root)
+        return {"id": entry.id, "deleted": True, **({"owner": entry.owner} if entry.owner else {})}
 
     @app.get("/v1/queries/{query_id}/rows", response_model=RowsOut)
     def rows(query_id: str, request: Request, after: str | None = Query(None, max_length=32),
@@ -239,7 +256,7 @@ def create_app(service: Service) -> FastAPI:
         """Your rows after ``after`` (a cursor from ``next``), in delivery order."""
         principal = user_caller(request, "query.rows", f"query:{_short(query_id)}")
         entry = service.book.find(principal, query_id)
-        request.state.object = f"query:{entry.internal}"
+        request.state.object = f"query:{entry.ref}"
         page = read_rows(safe_path(service.output, principal.name, entry.internal), after=_cursor(after), limit=limit)
         if page.lines:  # the audit names the policies that authorized what was read
             request.state.policies = service.policies(entry.internal, principal.name)
@@ -252,7 +269,7 @@ def create_app(service: Service) -> FastAPI:
         """Your rows as Server-Sent Events (``id``: the row's cursor), resumable with ``Last-Event-ID``."""
         principal = await asyncio.to_thread(user_caller, request, "query.stream", f"query:{_short(query_id)}")
         entry = await asyncio.to_thread(service.book.find, principal, query_id)
-        request.state.object = f"query:{entry.internal}"
+        request.state.object = f"query:{entry.ref}"
         start = _cursor(request.headers.get("last-event-id") or after)
         folder = safe_path(service.output, principal.name, entry.internal)
         header = request.headers.get("authorization")
@@ -280,32 +297,35 @@ def create_app(service: Service) -> FastAPI:
 
     @app.post("/v1/grants", status_code=201)
     def grant(body: GrantIn, request: Request) -> JSONResponse:
+        """Grant or revoke a user's access to a query: her own query of that id, else one shared
+        with her. Revoking her own query also closes its streams to her other own queries, until
+        a grant of one of them lifts it."""
         admin(request, "grant.create" if body.sign == "+" else "grant.revoke", f"query:{_short(body.query)}")
         ts = _time(body.ts, "ts")
         until = _time(body.until, "until")
-        if body.query not in service.server.registered():  # the server takes any id while none is registered
-            raise ApiError(404, f"no query {body.query!r} is registered")
         if until is not None and body.sign == "-":
             raise ApiError(422, "until ends a grant: a revocation has none", field="until")
+        entry = _grantee_query(service, body.query, body.user)
+        request.state.object = f"query:{entry.ref}"
         try:
             if body.sign == "+":
-                service.server.grant(body.query, body.user, ts, until=until)
+                service.server.grant(entry.internal, body.user, ts, until=until)
             else:
-                service.server.revoke(body.query, body.user, ts)
+                service.server.revoke(entry.internal, body.user, ts)
         except StreamwardenError as exc:  # the query is registered (checked above): an unknown user, a bad period
             raise ApiError(422, str(exc).splitlines()[0]) from None
         # no refresh: terminal switches read grants at every micro-batch, and the host's next poll
         # (within a second) starts or stops the pipelines the change concerns
-        periods = grant_intervals(service.server.changes(), body.query, body.user)
-        return JSONResponse({"query": body.query, "user": body.user, "sign": body.sign,
-                             "periods": periods_json(periods)},
+        periods = access_periods(service.server.changes(), entry.registered, body.user)
+        return JSONResponse({"query": entry.id, "user": body.user, "sign": body.sign,
+                             **({"owner": entry.owner} if entry.owner else {}), "periods": periods_json(periods)},
                             status_code=201)
 
     @app.get("/v1/grants")
     def list_grants(request: Request) -> dict[str, Any]:
         admin(request, "grant.list", "grants")
-        return {"changes": [{"seq": c.line, "ts": format_timestamp(c.ts), "query": c.query, "user": c.user,
-                             "sign": "+" if c.grant else "-"} for c in service.server.changes()]}
+        live = {c.line for c in service.server.changes()}
+        return {"changes": [_change_json(service, c, c.line in live) for c in service.server.history()]}
 
     @app.put("/v1/actions/{name}")
     def put_action(name: str, body: ActionIn, request: Request) -> dict[str, Any]:
@@ -407,6 +427,30 @@ def _apply_catalog(service: Service, body: bytes) -> dict[str, Any]:
 
 
 
+def _grantee_query(service: Service, query: str, user: str) -> Entry:
+    """The query an admin's grant names: ``user``'s own query ``query``, else the shared one
+    (listed for her or not: a grant to an unlisted user is recorded and gives nothing)."""
+    try:
+        return service.book.for_user(query, user)
+    except ApiError:
+        shared = service.server.registration(query) if name_problem("query id", query) is None else None
+        if shared is None or shared.owner is not None:
+            raise ApiError(404, f"{user[:64]} has no query {query[:64]!r}") from None
+        return Entry(shared.id, shared.id, None, shared)
+
+
+def _change_json(service: Service, change: AccessChange, live: bool) -> dict[str, Any]:
+    """One change of the log as admins read it: public names, never internal ids."""
+    shown: dict[str, Any] = {"seq": change.line, "ts": format_timestamp(change.ts), "user": change.user,
+                             "sign": "+" if change.grant else "-", "live": live}
+    if change.scope == STREAM:
+        return {**shown, "stream": change.query, "scope": "own queries over the stream"}
+    own = parse_own_id(change.query)
+    if own is not None:
+        return {**shown, "query": own[1], "owner": own[0]}
+    return {**shown, "query": change.query}
+
+
 def _summary(service: Service, entry: Entry, principal: Principal) -> dict[str, Any]:
     """A query as listed: a listed user sees their own row count, an admin everyone's."""
     return entry.summary(service.output, principal.name if principal.name in entry.registered.users else None)
@@ -434,30 +478,40 @@ def _status(service: Service, entry: Entry, user: str) -> dict[str, Any]:
 
 async def _events(service: Service, folder: Path, cursor: int, request: Request, header: str | None,
                   principal: Principal, public: str) -> AsyncIterator[dict[str, str]]:
+    """A user's rows as events. Her token and her query are checked again before every page of
+    rows is sent, and every few seconds while none come: a revoked token, an expired one or a
+    removed query ends the stream at once, backlog or not."""
     checked = time.monotonic()
     while True:
         page = await asyncio.to_thread(read_rows, folder, after=cursor, limit=500)
+        if page.lines or time.monotonic() - checked > REAUTH_SECONDS:
+            checked = time.monotonic()
+            ended = await asyncio.to_thread(_still_allowed, service, header, principal, public)
+            if ended is not None:
+                yield {"event": "end", "data": json.dumps({"error": ended})}
+                return
         position = cursor
         for row in page.lines:
             position += 1
             yield {"id": str(position), "event": "row", "data": row}
         cursor = page.next
-        if page.rows:
+        if page.lines:
             continue
         if await request.is_disconnected():
             return
-        if time.monotonic() - checked > REAUTH_SECONDS:  # a revoked token, or a removed query, ends the stream
-            checked = time.monotonic()
-            again = await asyncio.to_thread(service.auth.principal, header)
-            if again is None or again.name != principal.name:
-                yield {"event": "end", "data": json.dumps({"error": "your token is no longer valid"})}
-                return
-            try:
-                await asyncio.to_thread(service.book.find, again, public)
-            except ApiError:
-                yield {"event": "end", "data": json.dumps({"error": f"you have no query {public!r} any more"})}
-                return
         await asyncio.sleep(STREAM_POLL)
+
+
+def _still_allowed(service: Service, header: str | None, principal: Principal, public: str) -> str | None:
+    """Why an SSE stream must end now (None: it may go on)."""
+    again = service.auth.principal(header)
+    if again is None or again.name != principal.name:
+        return "your token is no longer valid"
+    try:
+        service.book.find(again, public)
+    except ApiError:
+        return f"you have no query {public!r} any more"
+    return None
 
 
 def _outcome(catalog: Any, body: QueryIn, user: str) -> dict[str, Any]:
@@ -478,10 +532,11 @@ def _metrics_text(service: Service) -> str:
     active: dict[tuple[str, ...], float] = {}
     changes = service.server.changes()
     for q in service.server.registrations():
+        name = _public_name(q.id)
         for user in q.users:
-            delivered[(q.id, user)] = sum(d.rows for d in deliveries(safe_path(service.output, user, q.id)))
-            periods = grant_intervals(changes, q.id, user)
-            active[(q.id, user)] = 1.0 if periods and periods[-1][1] is None else 0.0
+            delivered[(name, user)] = sum(d.rows for d in deliveries(safe_path(service.output, user, q.id)))
+            periods = access_periods(changes, q, user)
+            active[(name, user)] = 1.0 if periods and periods[-1][1] is None else 0.0
     text = [m.counter("streamwarden_requests_total", "HTTP requests by action and outcome.", requests,
                       ("action", "outcome")),
             m.counter("streamwarden_records_in_total", "Records providers appended, by stream.", records_in,
@@ -502,11 +557,18 @@ def _metrics_text(service: Service) -> str:
         withheld: dict[tuple[str, ...], float] = {}
         for p in pipelines:
             for user, count in p.withheld.items():
-                withheld[(p.query, user)] = withheld.get((p.query, user), 0) + count
+                key = (_public_name(p.query), user)
+                withheld[key] = withheld.get(key, 0) + count
         text.append(m.counter("streamwarden_rows_withheld_total",
                               "Rows a query's pipeline emitted that the terminal switch withheld from a user (outside "
                               "their grants), since the service started.", withheld, ("query", "user")))
     return "".join(text)
+
+
+def _public_name(internal: str) -> str:
+    """A query as operators name it: ``owner/id`` for a user's own query, else its id."""
+    own = parse_own_id(internal)
+    return internal if own is None else f"{own[0]}/{own[1]}"
 
 
 def _raw_body(what: str, media: str) -> dict[str, Any]:

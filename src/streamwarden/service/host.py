@@ -4,9 +4,10 @@
 thread that polls the store every ``poll_seconds``: grants, revocations, registrations and
 catalogs that requests store take effect there, as they would for ``network run``. A
 request that must see its change applied at once (a registration, a removal) calls
-:meth:`NetworkHost.refresh`. A pipeline that fails (a broken input record) is reported in
-:meth:`NetworkHost.pipelines` and the log, once; the other pipelines and the HTTP service
-keep running.
+:meth:`NetworkHost.refresh`. A pipeline that cannot start or fails is reported in
+:meth:`NetworkHost.pipelines`, its users' status and the log, once; the other pipelines and
+the HTTP service keep running. A registration is first compiled as the network would run
+it (:meth:`NetworkHost.runnable_problem`), so a query Spark cannot run is refused up front.
 
 The service works without a host too (``host=None``): its HTTP contract reads the store
 and the output folder only, which is how the contract's tests run without Spark.
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from streamwarden.catalog.model import Catalog
+from streamwarden.catalog.registry import RegisteredQuery
 from streamwarden.engine.spark_log import silence_spark_log
 from streamwarden.plan.nodes import sources
 from streamwarden.runtime.network import NetworkRuntime
@@ -51,7 +54,6 @@ class NetworkHost:
     def __init__(self, runtime: NetworkRuntime, *, poll_seconds: float = 1.0):
         self.runtime = runtime
         self.poll_seconds = poll_seconds
-        self.failures: dict[str, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="streamwarden-network", daemon=True)
 
@@ -103,9 +105,13 @@ class NetworkHost:
                 name, r.pipeline.query.id, r.pipeline.users,
                 tuple(sorted({s.stream for s in sources(r.pipeline.rewriting.plan)})), active, r.batches,
                 durations.get("triggerExecution"), (progress or {}).get("numInputRows"), dict(r.rows),
-                dict(r.withheld),
-                self.failures.get(name)))
+                dict(r.withheld), r.failure))
         return statuses
+
+    def runnable_problem(self, query: RegisteredQuery, catalog: Catalog) -> str | None:
+        """Why the network could not run ``query`` (None: it can); see
+        :meth:`~streamwarden.runtime.network.NetworkRuntime.runnable_problem`."""
+        return self.runtime.runnable_problem(query, catalog)
 
     def policies(self, query: str, user: str) -> tuple[str, ...]:
         """The policy ids of the graphs deployed for ``user``'s pipeline of ``query`` (none: not running)."""
@@ -117,19 +123,7 @@ class NetworkHost:
     def _loop(self) -> None:
         while not self._stop.wait(self.poll_seconds):
             self.refresh()
-            self._note_failures()
-
-    def _note_failures(self) -> None:
-        running = self.runtime.pipelines()
-        for name, r in running:
-            try:
-                failure = r.stream.exception() if r.stream is not None else None
-            except Exception:
-                failure = None
-            if failure is not None and name not in self.failures:
-                text = (getattr(failure, "desc", None) or str(failure)).splitlines()[0][:300]
-                self.failures[name] = text
-                log.error("pipeline %s failed: %s", name, text)
+            self.runtime.check()  # notes (and logs, once) a pipeline that failed since
 
 
 __all__ = ["NetworkHost", "PipelineStatus"]

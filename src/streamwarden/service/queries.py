@@ -1,40 +1,43 @@
 """Each user's queries in the shared network: ids per user, registration, explanation, removal.
 
 **Ids belong to their owner.** Two users may both call a query ``q1``, and neither may learn
-that the other's exists: a user's query is registered in the store under the internal id
-``u<NN><user>_<id>`` (``NN``: the user name's length, two digits, so no two pairs map to
-one id), which is also its folder name in the output and checkpoints. Queries an admin
-registers for a list of users (``"users": [...]``), and those registered with
-``streamwarden network register``, keep their id as given and are *shared*: each listed user
-sees them under that id. A user's own query takes precedence over a shared one of the same
-id, and registering an id a shared query of theirs already has is refused (409). Admins
-address every query by its internal id.
+that the other's exists: a user's own query is registered in the store under the internal
+id ``u<NN><user>_<id>`` (:func:`~streamwarden.catalog.registry.own_id`), which is also its
+folder name in the output and checkpoints, and never shown. Queries an admin registers for
+a list of users (``"users": [...]``), and those registered with ``streamwarden network
+register``, keep their id as given and are *shared*: each listed user sees them under that
+id. A user's own query takes precedence over a shared one of the same id, and registering
+an id a shared query of theirs already has is refused (409). Admins name another user's own
+query by that user and the id she gave it (``?owner=ann``, or ``user`` in a grant).
 
 **Registering for oneself** secures the query for the caller first (every security pass,
-no Spark): bad CQL or a query nothing of which is authorized is refused (422) and nothing
-is stored. Otherwise it is registered and granted to the caller for every event time from
-:data:`ALL_TIME` on; role policies, security punctuations and levels still decide each row,
-and an admin may revoke the grant.
+no Spark), exactly as ``streamwarden replay --user`` would: her role policies, the
+providers' SPs and her clearance decide, and grants open nothing. Bad CQL, or a query over
+a stream no policy opens to her, is refused (422, naming the stream) and nothing is
+stored. Otherwise it is registered and granted to the caller for every event time from
+:data:`~streamwarden.catalog.registry.ALL_TIME` on; an admin may revoke that grant, which
+also closes the query's streams to her other own queries (see
+:mod:`streamwarden.catalog.registry`). A new registration starts with nothing: rows,
+state or grants left by an earlier query of that id are not its own.
 
-    >>> own_id("ann", "q1"), parse_own_id("u03ann_q1"), parse_own_id("q1")
-    ('u03ann_q1', ('ann', 'q1'), None)
+    >>> Entry("q1", "u03ann_q1", "ann", RegisteredQuery("u03ann_q1", ("ann",), "SELECT a FROM S", owner="ann")).ref
+    'ann/q1'
 """
 
 from __future__ import annotations
 
-import re
 import shutil
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.identity import Principal
 from streamwarden.catalog.lattice import query_level
 from streamwarden.catalog.model import Catalog
-from streamwarden.catalog.registry import RegisteredQuery, grant_intervals
+from streamwarden.catalog.registry import RegisteredQuery, access_periods, own_id, parse_own_id
 from streamwarden.errors import SourceError, StreamwardenError
 from streamwarden.explain import explain_json
 from streamwarden.plan.expr import format_timestamp
@@ -44,29 +47,8 @@ from streamwarden.security.passes import SecurityOptions, secure
 from streamwarden.security.rewrite.algorithm import Rewriting
 from streamwarden.service.errors import ApiError, not_found
 
-#: The start of the grant a user's own query gets: every event time streams carry in practice
-#: (a later bound than 0001-01-01 because pandas, in the Python workers, ends at 1677).
-ALL_TIME = datetime(1900, 1, 1, tzinfo=timezone.utc)
 MAX_QUERY_TEXT = 20_000  # characters of CQL in one registration
-_OWN = re.compile(r"u(\d\d)([A-Za-z][A-Za-z0-9_]*)")
 _registering = threading.Lock()  # one registration at a time: two requests cannot both take an id
-
-
-def own_id(user: str, public: str) -> str:
-    """The store's id of ``user``'s own query ``public``."""
-    return f"u{len(user):02d}{user}_{public}"
-
-
-def parse_own_id(internal: str) -> tuple[str, str] | None:
-    """(owner, public id) of a user's own query's internal id; None for a shared query."""
-    match = _OWN.fullmatch(internal)
-    if match is None:
-        return None
-    size = int(match.group(1))
-    rest = match.group(2)
-    if len(rest) < size + 2 or rest[size] != "_":
-        return None
-    return rest[:size], rest[size + 1:]
 
 
 @dataclass(frozen=True)
@@ -78,14 +60,18 @@ class Entry:
     owner: str | None  # None: shared
     registered: RegisteredQuery
 
+    @property
+    def ref(self) -> str:
+        """How the audit trail and admins name it: ``owner/id`` for an own query, else the id."""
+        return self.id if self.owner is None else f"{self.owner}/{self.id}"
+
     def summary(self, output: Path, user: str | None) -> dict[str, Any]:
         listed = [user] if user is not None else list(self.registered.users)
         rows = {u: sum(d.rows for d in deliveries(safe_path(output, u, self.internal))) for u in listed}
         summary: dict[str, Any] = {"id": self.id, "query": self.registered.query, "level": self.registered.level,
                                    "shared": self.owner is None}
         if user is None:
-            summary.update(internal=self.internal, owner=self.owner, users=list(self.registered.users),
-                           rows_delivered=rows)
+            summary.update(owner=self.owner, users=list(self.registered.users), rows_delivered=rows)
         else:
             summary["rows_delivered"] = rows[user]
         return summary
@@ -100,53 +86,77 @@ class QueryBook:
 
     # -- finding -----------------------------------------------------------------------------
     def visible(self, caller: Principal) -> list[Entry]:
-        """The caller's queries by id: their own and those shared with them (an admin: every query,
-        other users' own ones by internal id)."""
-        entries = []
+        """The caller's queries: her own and those shared with her, a user's own one hiding a
+        shared one of the same id. An admin sees every query: shared ones, hers, and every other
+        user's own ones (each with its owner)."""
+        entries: dict[tuple[str | None, str], Entry] = {}
         for q in self.server.registrations():
-            own = parse_own_id(q.id)
-            if own is not None and own[0] == caller.name:
-                entries.append(Entry(own[1], q.id, caller.name, q))
-            elif own is None and (caller.admin or caller.name in q.users):
-                entries.append(Entry(q.id, q.id, None, q))
-            elif caller.admin:  # another user's own query: admins address it by its internal id
-                entries.append(Entry(q.id, q.id, own[0] if own else None, q))
-        by_id: dict[str, Entry] = {}
-        for entry in entries:  # a user's own query hides a shared one of the same id
-            if entry.id not in by_id or entry.owner is not None:
-                by_id[entry.id] = entry
-        return [by_id[k] for k in sorted(by_id)]
+            if q.owner is not None:
+                public = parse_own_id(q.id)
+                if public is None or public[0] != q.owner:
+                    continue  # not an id this service made: never addressable by a public id
+                if q.owner == caller.name or caller.admin:
+                    entries[(q.owner, public[1])] = Entry(public[1], q.id, q.owner, q)
+            elif caller.admin or caller.name in q.users:
+                entries[(None, q.id)] = Entry(q.id, q.id, None, q)
+        own = {id_ for owner, id_ in entries if owner == caller.name}
+        shown = [e for (owner, id_), e in entries.items() if owner is not None or id_ not in own]
+        return sorted(shown, key=lambda e: (e.id, e.owner or ""))
 
-    def find(self, caller: Principal, public: str) -> Entry:
-        """The caller's query ``public``; 404 for anything they cannot see (whether or not it exists)."""
-        if name_problem("query id", public) is None:
-            for entry in self.visible(caller):
-                if entry.id == public:
-                    return entry
-        raise not_found(f"you have no query {public[:64]!r}")
+    def find(self, caller: Principal, public: str, owner: str | None = None) -> Entry:
+        """The caller's query ``public`` (an admin: ``owner``'s own query of that id, when given);
+        404 for anything the caller cannot see, whether or not it exists."""
+        if name_problem("query id", public) is None and (owner is None or name_problem("user", owner) is None):
+            if owner is not None and owner != caller.name and not caller.admin:
+                raise not_found(f"you have no query {public[:64]!r}")
+            wanted = owner if owner is not None else caller.name
+            candidates = [e for e in self.visible(caller) if e.id == public and e.owner in (wanted, None)]
+            candidates.sort(key=lambda e: e.owner is None)  # an own query before a shared one
+            if owner is not None and owner != caller.name:
+                candidates = [e for e in candidates if e.owner == owner]
+            if candidates:
+                return candidates[0]
+        raise not_found(f"you have no query {public[:64]!r}" + (f" of {owner}" if owner and caller.admin else ""))
+
+    def for_user(self, public: str, user: str) -> Entry:
+        """The query ``user`` calls ``public`` (her own first, else one shared with her): what an
+        admin's grant names. 404 if she has none."""
+        return self.find(Principal("user", user), public)
 
     # -- registering ---------------------------------------------------------------------------
-    def register_own(self, caller: Principal, public: str, text: str, level: str | None,
-                     catalog: Catalog) -> tuple[Entry, Rewriting]:
-        """Register ``text`` as the caller's query ``public`` with their grant (see the module docstring)."""
+    def prepare_own(self, caller: Principal, public: str, text: str, level: str | None,
+                    catalog: Catalog) -> tuple[Entry, Rewriting]:
+        """The caller's query ``public`` secured for her (see the module docstring), not stored yet."""
         _check_id(public)
         internal = own_id(caller.name, public)
         if len(internal) > MAX_NAME_LENGTH:
             raise ApiError(422, f"the query id {public!r} is too long for user {caller.name} "
                                 f"(the user name and the id together must stay within {MAX_NAME_LENGTH - 4} characters)",
                            field="id")
-        registered = RegisteredQuery(internal, (caller.name,), _check_text(text), level)
-        rewriting = explain_for(catalog, registered, caller.name)
-        with _registering:
-            if any(e.id == public for e in self.visible(caller)):
-                raise ApiError(409, f"you already have a query {public!r}")
-            self.server.register([registered])
-            self.server.grant(internal, caller.name, ALL_TIME)
-        return Entry(public, internal, caller.name, registered), rewriting
+        registered = RegisteredQuery(internal, (caller.name,), _check_text(text), level, owner=caller.name, opens=())
+        return Entry(public, internal, caller.name, registered), explain_for(catalog, registered, caller.name)
 
-    def register_shared(self, public: str, text: str, level: str | None, users: list[str],
-                        catalog: Catalog) -> tuple[Entry, dict[str, Rewriting | str]]:
-        """An admin's query for ``users`` (no grant until one is given); each user's explanation or denial."""
+    def register_own(self, entry: Entry, settle: Callable[[], None], checkpoint_root: Path | None) -> None:
+        """Store a prepared own query with its owner's grant. Anything an earlier query of that
+        internal id left (a registration of an earlier identity of the user, rows, state) is
+        removed first: ``settle`` applies the store to the running network, so that no pipeline
+        of the old one still writes when its folders go."""
+        assert entry.owner is not None
+        with _registering:
+            if any(e.id == entry.id for e in self.visible(Principal("user", entry.owner))):
+                raise ApiError(409, f"you already have a query {entry.id!r}")
+            if entry.internal in self.server.registered():  # hidden: made by an earlier identity of this user
+                self.server.unregister(entry.internal)
+                settle()
+            self.forget(entry, checkpoint_root)
+            self.server.register([entry.registered])
+            self.server.open_own(entry.internal, entry.owner)
+
+    def register_shared(self, public: str, text: str, level: str | None, users: list[str], catalog: Catalog, *,
+                        check: Callable[[RegisteredQuery, Catalog], None] | None = None
+                        ) -> tuple[Entry, dict[str, Rewriting | str]]:
+        """An admin's query for ``users`` (no grant until one is given); each user's explanation or
+        denial. ``check`` refuses (raises) a query the network could not run."""
         _check_id(public)
         if parse_own_id(public) is not None:
             raise ApiError(422, f"query ids of the form u<NN><user>_<id> are users' own queries: choose another id "
@@ -168,38 +178,48 @@ class QueryBook:
         if not any(isinstance(o, Rewriting) for o in outcomes.values()):
             first = next(iter(outcomes.values()))
             raise ApiError(422, f"nothing of this query is authorized for any listed user: {first}")
+        if check is not None:
+            check(registered, catalog)
         with _registering:
-            if public in {q.id for q in self.server.registrations()}:
+            if public in self.server.registered():
                 raise ApiError(409, f"a query {public!r} is already registered")
             self.server.register([registered])
-        return Entry(public, public, None, registered), outcomes
+        stored = self.server.registration(public)
+        assert stored is not None
+        return Entry(public, public, None, stored), outcomes
 
     def forget(self, entry: Entry, checkpoint_root: Path | None) -> None:
-        """After an unregistered query's pipeline stopped: remove its rows and state, so that a
-        query registered again under the same id starts afresh."""
+        """Remove the rows and state of a query no pipeline runs (unregistered, its pipeline
+        stopped), so that a query registered again under the same id starts afresh."""
         for user in entry.registered.users:
             shutil.rmtree(safe_path(self.output, user, entry.internal), ignore_errors=True)
         if checkpoint_root is not None:
             shutil.rmtree(safe_path(checkpoint_root, entry.internal), ignore_errors=True)
 
     def grants(self, entry: Entry, user: str) -> list[list[str | None]]:
-        """The user's grant periods for the query, as ISO-8601 pairs (end None: open)."""
-        return periods_json(grant_intervals(self.server.changes(), entry.internal, user))
+        """The user's access periods for the query, as ISO-8601 pairs (end None: open)."""
+        return periods_json(access_periods(self.server.changes(), entry.registered, user))
 
 
 def explain_for(catalog: Catalog, query: RegisteredQuery, user: str) -> Rewriting:
-    """Every security pass for ``user`` (as the network will run it); 422 when it cannot run."""
+    """Every security pass for ``user`` (as the network will run it); 422 when it cannot run,
+    naming the streams nothing opens to her."""
     try:
         if query.level is not None:
             query_level(catalog, user, query.level)
-        rewriting = secure(catalog, user, query.bind(catalog), SecurityOptions(level=query.level, grants_decide=True))
+        bound = query.bind(catalog)
+        options = SecurityOptions(level=query.level, granted_streams=query.granted_streams(catalog))
+        rewriting = secure(catalog, user, bound, options)
     except SourceError as exc:
         raise ApiError(422, exc.message, line=exc.line, column=exc.column, field="query") from None
     except StreamwardenError as exc:
         raise ApiError(422, str(exc).splitlines()[0]) from None
     if not rewriting.deployed:
-        raise ApiError(422, "nothing of this query is authorized for you: no role policy of yours authorizes any "
-                            "part of it", explanation=explanation(rewriting))
+        closed = [note.split(":", 1)[0] for note in rewriting.notes if "has a policy on this stream" in note]
+        why = (f"no policy opens {' or '.join(closed)} to you" if closed
+               else "no role policy of yours authorizes any part of it")
+        raise ApiError(422, f"nothing of this query is authorized for you: {why}", field="query",
+                       explanation=explanation(rewriting))
     return rewriting
 
 
@@ -230,4 +250,4 @@ def periods_json(periods: list[tuple[datetime, datetime | None]]) -> list[list[s
     return [[format_timestamp(a), None if b is None else format_timestamp(b)] for a, b in periods]
 
 
-__all__ = ["ALL_TIME", "Entry", "QueryBook", "explain_for", "explanation", "own_id", "parse_own_id", "periods_json"]
+__all__ = ["Entry", "QueryBook", "explain_for", "explanation", "own_id", "periods_json"]

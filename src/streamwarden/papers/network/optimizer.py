@@ -99,7 +99,7 @@ def shared_network(catalog: Catalog, queries: Sequence[RegisteredQuery]) -> Shar
         return vid
 
     for q in queries:
-        options = SecurityOptions(level=q.level, grants_decide=True)
+        options = SecurityOptions(level=q.level, granted_streams=q.granted_streams(catalog))
         groups: dict[tuple[AuthorizedGraph, ...], list[str]] = {}
         bound = q.bind(catalog)  # once for all its users
         for user in q.users:

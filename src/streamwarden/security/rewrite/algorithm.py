@@ -74,17 +74,21 @@ class _Candidate:
     kind: str
 
 
-def rewrite(catalog: Catalog, user: str, query: str | Node, *, grants_decide: bool = False) -> Rewriting:
+def rewrite(catalog: Catalog, user: str, query: str | Node, *,
+            granted_streams: frozenset[str] = frozenset()) -> Rewriting:
     """Rewrite ``query`` (CQL text or a bound plan) into authorized graphs for ``user``.
 
-    ``grants_decide``: the query runs under per-query grants (a shared network's privacy
-    switches), so a stream no role policy names passes as it is; role policies, where
-    the catalog has them, still apply on top.
+    ``granted_streams``: a shared network's query whose admin-given grants alone open these
+    streams (the privacy switches of the shared-network paper; fixed when the query was
+    registered, :meth:`~streamwarden.catalog.registry.RegisteredQuery.granted_streams`): they
+    pass as they are, whatever policies the catalog has since gained or lost. Every other
+    stream is read through the user's role policies (or its SPs, or its level), so a
+    stream nothing opens gives nothing.
     """
     check_user(catalog, user)
     plan = bind_query(parse_query(query), catalog) if isinstance(query, str) else query
     text = query if isinstance(query, str) else ""
-    rewriter = _Rewriter(Context(catalog, catalog.users[user]), grants_decide)
+    rewriter = _Rewriter(Context(catalog, catalog.users[user]), granted_streams)
     candidates, _ = rewriter.visit(plan)
     graphs = []
     for i, candidate in enumerate(candidates, start=1):
@@ -95,7 +99,7 @@ def rewrite(catalog: Catalog, user: str, query: str | Node, *, grants_decide: bo
     considered = {d.policy_id for d in rewriter.decisions}
     mine = {p.id: p for p in catalog.policies_for(user)}
     for stream in sorted({s.stream for s in walk(plan) if isinstance(s, Source)}):
-        if _decided_elsewhere(catalog, stream, grants_decide):
+        if _decided_elsewhere(catalog, stream, granted_streams):
             continue  # its SPs, the security levels or the network's grants alone decide
         if not any(stream in mine[p].streams for p in considered if p in mine):
             notes.append(f"{stream}: none of {user}'s roles ({', '.join(sorted(catalog.effective_roles(user)))}) "
@@ -109,9 +113,9 @@ def check_user(catalog: Catalog, user: str) -> None:
 
 
 class _Rewriter:
-    def __init__(self, ctx: Context, grants_decide: bool = False):
+    def __init__(self, ctx: Context, granted_streams: frozenset[str] = frozenset()):
         self.ctx = ctx
-        self.grants_decide = grants_decide
+        self.granted_streams = granted_streams
         self.decisions: list[Decision] = []
 
     def visit(self, node: Node) -> tuple[list[_Candidate], Obj]:
@@ -128,12 +132,13 @@ class _Rewriter:
     def source(self, node: Source) -> tuple[list[_Candidate], Obj]:
         obj = Obj(((node.relation, node.stream),), ())
         catalog = self.ctx.catalog
-        if _decided_elsewhere(catalog, node.stream, self.grants_decide):
+        if _decided_elsewhere(catalog, node.stream, self.granted_streams):
             # Without role policies on a punctuated stream its SPs alone decide (the Security
             # Shield pass guards it, streamwarden.security.punctuation.placement); with security levels
-            # in force, the levels do (streamwarden.security.levels.guard).
-            kind = ("security punctuations" if catalog.streams[node.stream].punctuated else
-                    "security levels" if catalog.lattice is not None else "query grants")
+            # in force, the levels do (streamwarden.security.levels.guard); a shared query's
+            # grants open the streams they were registered to open.
+            kind = ("query grants" if node.stream in self.granted_streams else
+                    "security punctuations" if catalog.streams[node.stream].punctuated else "security levels")
             return [_Candidate(node, kind)], obj
         views, decisions = sec_read(self.ctx, node, f"Sec_Read({node.relation})")
         self.decisions.extend(decisions)
@@ -178,11 +183,14 @@ class _Rewriter:
         return graphs, obj
 
 
-def _decided_elsewhere(catalog: Catalog, stream: str, grants_decide: bool = False) -> bool:
-    """No role policy names ``stream``, and SPs, security levels or query grants guard it instead."""
+def _decided_elsewhere(catalog: Catalog, stream: str, granted_streams: frozenset[str] = frozenset()) -> bool:
+    """A shared query's grants open ``stream``; or no role policy names it, and its SPs or the
+    security levels guard it instead."""
+    if stream in granted_streams:
+        return True
     if any(stream in p.streams for p in catalog.policies):
         return False
-    return catalog.streams[stream].punctuated or catalog.lattice is not None or grants_decide
+    return catalog.streams[stream].punctuated or catalog.lattice is not None
 
 
 def _combine(left: str, right: str) -> str:
