@@ -67,3 +67,25 @@ users: {ann: {}, bob: {}}
     assert main(["network", "explain", "--catalog", str(catalog_file), "--queries", str(tmp_path / "q.yaml"),
                  "--format", "dot"]) == 0
     assert capsys.readouterr().out.startswith("digraph")
+
+
+def test_a_pipelines_fingerprint_is_the_same_in_every_process() -> None:
+    """It names the pipeline's checkpoint: a restart (a new process, another string hash seed)
+    must find the same one, or every restart would reprocess its input and drop the rows tied
+    with the handover's event time. Plans hold frozensets, whose repr follows the seed."""
+    import os
+    import subprocess
+    import sys
+
+    program = (
+        "from streamwarden.catalog.loader import load_catalog_text\n"
+        "from streamwarden.catalog.registry import RegisteredQuery\n"
+        "from streamwarden.runtime.plan import plan_network\n"
+        "cat = load_catalog_text('streams: {R: {schema: {ts: timestamp, a: int, b: double, c: string}}}\\n"
+        "roles: {N: {}}\\nusers: {bob: {roles: [N]}}\\npolicies: [{id: p, subject: N, streams: [R], "
+        "attributes: [ts, a, b], privilege: read, where: \"b < 50\"}]')\n"
+        "q = RegisteredQuery('q1', ('bob',), 'SELECT a, b FROM R', owner='bob', opens=())\n"
+        "print(plan_network(cat, [q]).pipelines[0].fingerprint)\n")
+    seen = {subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(1, 5)}
+    assert len(seen) == 1, seen

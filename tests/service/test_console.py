@@ -266,7 +266,7 @@ def test_root_sees_users_policies_grants_network_and_audit(served: Served, brows
     wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#grants svg g.lane rect.granted")) == 3)
     wait(browser).until(lambda d: {(g.get_attribute("data-query"), g.get_attribute("data-user"))
                                    for g in d.find_elements(By.CSS_SELECTOR, "#grants svg g.lane")}
-                        == {("u03ann_q1", "ann"), ("u03ann_q2", "ann"), ("u03bob_q1", "bob")})
+                        == {("ann/q1", "ann"), ("ann/q2", "ann"), ("bob/q1", "bob")})  # owner/id, never store ids
 
     browser.find_element(By.ID, "tab-network").click()
     wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#network svg g.pipeline")) == 3)

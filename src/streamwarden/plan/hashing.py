@@ -1,4 +1,4 @@
-"""Cached hashes for immutable plan and expression nodes.
+"""Cached hashes for immutable plan and expression nodes, and their stable text.
 
 Frozen dataclasses hash by hashing every field, recursively: for a tree that is
 O(subtree) per call, and caches keyed by nodes (memoized analyses, the implication
@@ -17,7 +17,8 @@ hash is computed once and kept (the ibis approach).
 
 from __future__ import annotations
 
-from typing import TypeVar
+import dataclasses
+from typing import Any, TypeVar
 
 T = TypeVar("T", bound=type)
 
@@ -36,3 +37,25 @@ def cached_hash(cls: T) -> T:
 
     cls.__hash__ = __hash__  # type: ignore[assignment]
     return cls
+
+
+def stable_text(value: Any) -> str:
+    """A text of ``value`` (plan nodes, expressions, and what they hold) that is the same in
+    every process: ``repr`` of a frozenset follows string hashing, which Python randomizes
+    per process, so a hash of a plan's ``repr`` (a pipeline's fingerprint, which names its
+    checkpoint) would change at every restart. Sets are written sorted, dataclasses field by
+    field (not the cached hash).
+
+        >>> stable_text(frozenset({"b", "a"})) == stable_text(frozenset({"a", "b"})) == "{'a', 'b'}"
+        True
+    """
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = ", ".join(f"{f.name}={stable_text(getattr(value, f.name))}" for f in dataclasses.fields(value))
+        return f"{type(value).__name__}({fields})"
+    if isinstance(value, (frozenset, set)):
+        return "{" + ", ".join(sorted(stable_text(v) for v in value)) + "}"
+    if isinstance(value, (tuple, list)):
+        return "(" + ", ".join(stable_text(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(sorted(f"{stable_text(k)}: {stable_text(v)}" for k, v in value.items())) + "}"
+    return repr(value)

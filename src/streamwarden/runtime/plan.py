@@ -30,6 +30,7 @@ from typing import Sequence
 from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import RegisteredQuery
 from streamwarden.errors import StreamwardenError
+from streamwarden.plan.hashing import stable_text
 from streamwarden.security.rewrite.algorithm import Rewriting
 
 
@@ -109,7 +110,7 @@ def pipeline_fingerprint(query: RegisteredQuery, rewriting: Rewriting, lateness:
     """A hash of what a pipeline's Spark state depends on: the query id, its level, its deployed
     graphs (ids and plans, which hold every policy condition, shield and guard) and the lateness.
     Users and grants are not in it: they only route rows at the terminal switch."""
-    graphs = [(g.id, repr(g.root)) for g in rewriting.deployed]
+    graphs = [(g.id, stable_text(g.root)) for g in rewriting.deployed]  # the same in every process
     text = repr((query.id, str(rewriting.level), graphs, lateness, bool(rewriting.on_result)))
     return hashlib.sha256(text.encode()).hexdigest()
 

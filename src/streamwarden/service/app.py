@@ -369,7 +369,8 @@ def create_app(service: Service) -> FastAPI:
         admin(request, "network.read", "network")
         pipelines = service.host.pipelines() if service.host is not None else []
         return {"pipelines": [
-            {"name": p.name, "query": p.query, "users": list(p.users), "streams": list(p.streams), "active": p.active,
+            {"name": _public_pipeline(p.name, p.query), "query": _public_name(p.query), "users": list(p.users),
+             "streams": list(p.streams), "active": p.active,
              "batches": p.batches, "last_batch_ms": p.last_batch_ms, "input_rows": p.input_rows,
              "rows_delivered": {u: sum(d.rows for d in deliveries(safe_path(service.output, u, p.query)))
                                 for u in p.users},
@@ -547,13 +548,14 @@ def _metrics_text(service: Service) -> str:
                       ("query", "user"), kind="gauge")]
     if service.host is not None:
         pipelines = service.host.pipelines()
+        names = {p.name: _public_pipeline(p.name, p.query) for p in pipelines}
         text.append(m.counter("streamwarden_pipeline_batches_total", "Micro-batches run, by pipeline.",
-                              {(p.name,): p.batches for p in pipelines}, ("pipeline",)))
+                              {(names[p.name],): p.batches for p in pipelines}, ("pipeline",)))
         text.append(m.counter("streamwarden_pipeline_batch_seconds", "The last micro-batch's duration.",
-                              {(p.name,): (p.last_batch_ms or 0) / 1000 for p in pipelines}, ("pipeline",),
+                              {(names[p.name],): (p.last_batch_ms or 0) / 1000 for p in pipelines}, ("pipeline",),
                               kind="gauge"))
         text.append(m.counter("streamwarden_pipeline_input_rows", "Rows the last micro-batch read.",
-                              {(p.name,): p.input_rows or 0 for p in pipelines}, ("pipeline",), kind="gauge"))
+                              {(names[p.name],): p.input_rows or 0 for p in pipelines}, ("pipeline",), kind="gauge"))
         withheld: dict[tuple[str, ...], float] = {}
         for p in pipelines:
             for user, count in p.withheld.items():
@@ -569,6 +571,11 @@ def _public_name(internal: str) -> str:
     """A query as operators name it: ``owner/id`` for a user's own query, else its id."""
     own = parse_own_id(internal)
     return internal if own is None else f"{own[0]}/{own[1]}"
+
+
+def _public_pipeline(name: str, internal: str) -> str:
+    """A pipeline as operators name it: its query's public name and its fingerprint's start."""
+    return _public_name(internal) + name.removeprefix(internal)
 
 
 def _raw_body(what: str, media: str) -> dict[str, Any]:
