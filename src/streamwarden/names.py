@@ -72,6 +72,9 @@ def name_problem(kind: str, value: Any, taken: Iterable[str] = ()) -> str | None
         why = (f"longer than {MAX_NAME_LENGTH} characters" if NAME.fullmatch(value[:MAX_NAME_LENGTH])
                and len(value) > MAX_NAME_LENGTH else f"a name is {GRAMMAR}")
         return f"{kind} {shown!r} is not a valid name: {why}"
+    if _token_shaped(value):  # not echoed: it may be someone's token
+        return (f"{kind} must not look like an access token (swt_, 16 hex digits, '_' and more): names are "
+                "written to the audit trail and logs, which never hold a token")
     for other in taken:
         if other == value:
             return f"{kind} {value!r} is {'registered' if kind == 'query id' else 'declared'} twice"
@@ -79,6 +82,15 @@ def name_problem(kind: str, value: Any, taken: Iterable[str] = ()) -> str | None
             return (f"{kind} {value!r} differs from {other!r} only in case: {kind}s name folders, so they must "
                     "differ in more than case")
     return None
+
+
+def _token_shaped(value: str) -> bool:
+    """Does a name hold something shaped like a token (``swt_0123456789abcdef_AAAA...``)?"""
+    if "swt_" not in value:  # the common case, without importing the token module
+        return False
+    from streamwarden.catalog.identity import looks_like_token  # identity imports this module
+
+    return looks_like_token(value)
 
 
 def check_name(kind: str, value: Any, *, taken: Iterable[str] = (),
