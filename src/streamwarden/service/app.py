@@ -692,6 +692,8 @@ class _Audited:
             if message["type"] == "http.response.start" and not done:
                 done = True
                 _secure_headers(message, request_id)
+                if "action" not in state and "principal" not in state:  # no route checked the token: name its holder
+                    state["principal"] = await self._holder(scope)
                 self._record(scope, state, message["status"], request_id)
             await send(message)
 
@@ -712,6 +714,18 @@ class _Audited:
         _secure_headers(start, request_id)
         await send(start)
         await send({"type": "http.response.body", "body": body})
+
+    async def _holder(self, scope: Scope) -> str | None:
+        """Who a request's token speaks for, when no route asked (an unknown path or method, the
+        console): every record of an authenticated request names its principal."""
+        header = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"authorization"), None)
+        if header is None:
+            return None
+        try:
+            principal = await asyncio.to_thread(self.service.auth.principal, header)
+        except Exception:  # the store failed: the record says anonymous, the answer is already decided
+            return None
+        return None if principal is None else principal.label
 
     def _record(self, scope: Scope, state: dict[str, Any], status: int, request_id: str) -> None:
         given = str(scope.get("method", "GET"))
