@@ -11,7 +11,9 @@ query) without a leading ``_``: names starting with ``_`` are the system's own
 ``_checkpoint`` folders), so no catalog name can spoof or collide with one. A name
 never holds ``/``, ``\\``, ``.``, a NUL or a newline, so a user or query id used as a
 folder name stays one path component. Users and query ids that differ only in case
-are refused too: on a case-insensitive file system they would share a folder.
+are refused too: on a case-insensitive file system they would share a folder. A name
+shaped like an access token (``swt_`` + 16 hex digits + ``_`` + 20 or more characters) is
+refused as well: names go to the audit trail and logs, which never hold a token.
 
 Every entry point checks its names (the catalog loader, ``QUERIES.yaml``, the CLI's
 arguments, :mod:`streamwarden.api`), and every per-user or per-query path is built by
