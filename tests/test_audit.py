@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -386,3 +387,131 @@ def test_verify_while_appends_go_on_finds_nothing_wrong(store) -> None:
         thread.join()
     assert all(r.ok for r in results), [r for r in results if not r.ok][:1]
     assert verify(store).count == len(records(store)) > 3
+
+
+# -- the service's writer: any record, any store error (issue 24, finding 9) -----------------------
+from sqlalchemy.exc import OperationalError  # noqa: E402
+
+from streamwarden.service import trail as trail_module  # noqa: E402
+from streamwarden.service.trail import AuditTrail  # noqa: E402
+
+TOKEN_SHAPED = "swt_0123456789abcdef_" + "A" * 43
+ANY_TEXT = st.text(max_size=300) | st.sampled_from(["", "http.X|Y", "X" * 70, TOKEN_SHAPED, "a\nb", "\ud800"])
+ANY_VALUE = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | ANY_TEXT,
+                         lambda inner: st.lists(inner, max_size=4) | st.dictionaries(ANY_TEXT, inner, max_size=4),
+                         max_leaves=20)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(principal=ANY_TEXT, action=ANY_TEXT, object=ANY_TEXT, outcome=ANY_TEXT,
+       policies=st.lists(ANY_TEXT, max_size=3) | ANY_TEXT, request_id=st.none() | ANY_TEXT,
+       detail=st.none() | st.dictionaries(ANY_TEXT, ANY_VALUE, max_size=5) | ANY_VALUE)
+def test_any_record_is_writable_and_keeps_a_valid_principal(principal, action, object, outcome, policies,
+                                                            request_id, detail) -> None:
+    fields, why = audit.writable(principal, action, object, outcome, policies=policies, request_id=request_id,
+                                 detail=detail, now=T0)
+    written = append(memory_store(), **fields)  # never refused
+    if why is None:
+        assert (written.principal, written.action, written.object) == (principal, action, object)
+    else:
+        assert written.detail["repaired"] == why
+        assert not audit.looks_like_token(json.dumps(written.to_json()))
+    if isinstance(principal, str) and principal.isprintable() and 0 < len(principal) <= 256 \
+            and TOKEN_SHAPED not in principal:
+        assert written.principal == principal  # a valid principal is never replaced
+
+
+def test_a_token_shaped_object_is_redacted_not_the_record_replaced(store) -> None:
+    fields, why = audit.writable("user:eve", "query.rows", f"query:u03eve_{TOKEN_SHAPED}", "not-found",
+                                 request_id="r1", detail={"status": 404})
+    record = append(store, **fields)
+    assert (record.principal, record.action, record.object) == ("user:eve", "query.rows", "query:u03eve_swt_…redacted")
+    assert record.detail["given"] == {"status": 404} and "token" in why
+
+
+def test_a_lone_surrogate_in_a_detail_is_refused_as_a_field_not_failed_in_the_store(store) -> None:
+    with pytest.raises(AuditError, match="UTF-8"):
+        append(store, "user:ann", "query.rows", "query:q1", "ok", detail={"why": "\ud800"})
+    assert verify(store).ok and records(store) == []
+
+
+@pytest.fixture
+def writer(store: CatalogStore):
+    trail = AuditTrail(store)
+    yield trail
+    trail.close(timeout=5)
+
+
+@pytest.mark.parametrize("action", ["http." + "x" * 70, "http.x|y", "http.X|Y", "", "query rows"])
+def test_the_writer_survives_a_record_it_refuses_and_keeps_its_principal(writer, store, action) -> None:
+    writer.record("user:eve", action, "/v1/queries", "refused", request_id="r1", detail={"status": 405})
+    writer.record("user:ann", "query.list", "queries", "ok", request_id="r2")
+    assert writer.flush(timeout=10)
+    writer.record("user:bob", "query.list", "queries", "ok", request_id="r3")  # the writer is still there
+    assert writer.flush(timeout=10) and writer.problem() is None
+    found = records(store)
+    assert [(r.principal, r.request_id) for r in found] == [("user:eve", "r1"), ("user:ann", "r2"), ("user:bob", "r3")]
+    assert found[0].action == "other" and found[0].detail["given_action"] == (action[:64] or "?")
+    assert verify(store).ok
+
+
+def _failing(monkeypatch, fails: int | None, calls: list[int]) -> None:
+    """The store fails the trail's next ``fails`` appends (None: all of them)."""
+    real = trail_module.append_all
+
+    def append_all(store, entries):
+        calls.append(len(entries))
+        if fails is None or len(calls) <= fails:
+            raise OperationalError("INSERT INTO audit_trail ...", {}, Exception("disk I/O error"))
+        return real(store, entries)
+
+    monkeypatch.setattr(trail_module, "append_all", append_all)
+
+
+def test_a_failing_store_is_retried_and_nothing_is_lost_or_reordered(writer, store, monkeypatch, caplog) -> None:
+    calls: list[int] = []
+    _failing(monkeypatch, 3, calls)
+    for i in range(5):
+        writer.record(f"user:u{i}", "query.rows", f"query:q{i}", "ok", request_id=f"r{i}")
+    assert writer.flush(timeout=20)
+    assert writer.problem() is None and writer.lost == 0
+    assert [r.request_id for r in records(store)] == [f"r{i}" for i in range(5)]  # none a substitute
+    assert all(r.detail is None for r in records(store))
+    assert "cannot write" in caplog.text and "disk I/O error" in caplog.text
+
+
+def test_an_unwritable_store_makes_the_trail_unhealthy_and_no_wait_hangs(writer, store, monkeypatch) -> None:
+    calls: list[int] = []
+    _failing(monkeypatch, None, calls)
+    writer.record("user:ann", "query.list", "queries", "ok", request_id="r1")
+    assert not writer.flush(timeout=0.5)  # bounded: the store never takes it
+    assert writer.problem() == "the audit trail cannot be written (the log says why)"
+    started = time.monotonic()
+    writer.close(timeout=2)
+    assert time.monotonic() - started < 4
+    assert writer.lost == 1 and writer.problem() == "the audit trail is closed"
+
+
+def test_a_record_the_store_refuses_is_written_as_a_substitute_naming_its_request(writer, store, monkeypatch) -> None:
+    real = trail_module.append_all
+
+    def append_all(store, entries):  # the store refuses one record (whatever the reason), takes the others
+        if any(e["object"] == "query:poison" for e in entries):
+            raise OperationalError("INSERT ...", {}, Exception("value too long"))
+        return real(store, entries)
+
+    monkeypatch.setattr(trail_module, "append_all", append_all)
+    for i, obj in enumerate(["query:q0", "query:poison", "query:q2"]):
+        writer.record("user:eve", "query.rows", obj, "ok", policies=("p1",), request_id=f"r{i}")
+    assert writer.flush(timeout=10) and writer.problem() is None
+    found = records(store)
+    assert [(r.principal, r.request_id) for r in found] == [("user:eve", "r0"), ("user:eve", "r1"), ("user:eve", "r2")]
+    assert found[1].detail == {"repaired": "the store refused the record (OperationalError: value too long)"}
+    assert verify(store).ok
+
+
+def test_a_dead_writer_is_reported_and_flush_does_not_hang(writer, monkeypatch) -> None:
+    monkeypatch.setattr(writer._thread, "is_alive", lambda: False)  # as if it had died
+    writer.record("user:ann", "query.list", "queries", "ok")
+    assert writer.problem() == "the audit trail's writer stopped"
+    assert writer.flush(timeout=0.2) in (True, False)  # returns (the real writer may still have written it)

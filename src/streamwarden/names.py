@@ -11,7 +11,9 @@ query) without a leading ``_``: names starting with ``_`` are the system's own
 ``_checkpoint`` folders), so no catalog name can spoof or collide with one. A name
 never holds ``/``, ``\\``, ``.``, a NUL or a newline, so a user or query id used as a
 folder name stays one path component. Users and query ids that differ only in case
-are refused too: on a case-insensitive file system they would share a folder.
+are refused too: on a case-insensitive file system they would share a folder. A name
+shaped like an access token (``swt_`` + 16 hex digits + ``_`` + 20 or more characters) is
+refused as well: names go to the audit trail and logs, which never hold a token.
 
 Every entry point checks its names (the catalog loader, ``QUERIES.yaml``, the CLI's
 arguments, :mod:`streamwarden.api`), and every per-user or per-query path is built by
@@ -72,6 +74,9 @@ def name_problem(kind: str, value: Any, taken: Iterable[str] = ()) -> str | None
         why = (f"longer than {MAX_NAME_LENGTH} characters" if NAME.fullmatch(value[:MAX_NAME_LENGTH])
                and len(value) > MAX_NAME_LENGTH else f"a name is {GRAMMAR}")
         return f"{kind} {shown!r} is not a valid name: {why}"
+    if _token_shaped(value):  # not echoed: it may be someone's token
+        return (f"{kind} must not look like an access token (swt_, 16 hex digits, '_' and more): names are "
+                "written to the audit trail and logs, which never hold a token")
     for other in taken:
         if other == value:
             return f"{kind} {value!r} is {'registered' if kind == 'query id' else 'declared'} twice"
@@ -79,6 +84,15 @@ def name_problem(kind: str, value: Any, taken: Iterable[str] = ()) -> str | None
             return (f"{kind} {value!r} differs from {other!r} only in case: {kind}s name folders, so they must "
                     "differ in more than case")
     return None
+
+
+def _token_shaped(value: str) -> bool:
+    """Does a name hold something shaped like a token (``swt_0123456789abcdef_AAAA...``)?"""
+    if "swt_" not in value:  # the common case, without importing the token module
+        return False
+    from streamwarden.catalog.identity import looks_like_token  # identity imports this module
+
+    return looks_like_token(value)
 
 
 def check_name(kind: str, value: Any, *, taken: Iterable[str] = (),

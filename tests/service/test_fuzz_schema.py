@@ -225,3 +225,156 @@ def test_fuzz_operation(label, client, tokens, seeded):
     run()
     service.trail.flush()
     assert verify(service.store).ok
+
+
+# -- odd methods, token-shaped ids, provider SP fields; the audit trail names every caller (issue 24) --
+import asyncio  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+from streamwarden.catalog.audit import records  # noqa: E402
+
+#: Valid names shaped like a token (64 and 41 characters): refused as ids, redacted in the trail.
+TOKEN_IDS = ["swt_0123456789abcdef_" + "A" * 43, "swt_0123456789abcdef_" + "B" * 20]
+# Token-shaped path and body ids join the names every fuzzed operation may draw.
+KNOWN_PATH["query_id"] = [*KNOWN_PATH["query_id"], *TOKEN_IDS]
+KNOWN_PATH["name"] = [*KNOWN_PATH.get("name", []), "a1", TOKEN_IDS[1]]
+for _field in ("id", "query", "user"):
+    KNOWN_FIELDS[_field] = [*KNOWN_FIELDS[_field], *TOKEN_IDS]
+
+#: SP fields a provider may send wrong: null, the wrong type, huge, out of range, a lone surrogate.
+_SP_ODD = st.sampled_from([None, [], {}, ["Doctor", None], "", "*", "Doctor,Nurse", 1e308, -1, 2 ** 64, "\ud800",
+                           "9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "not a time", True])
+
+
+@st.composite
+def _odd_sp(draw: st.DrawFn) -> dict[str, Any]:
+    """A provider SP of Vitals with one to three fields (or punctuation fields) set to something odd."""
+    record = dict(_SP)
+    fields = sorted(set(_SP) | {"sp_ts", "sp_csn", "kind"})
+    for key in draw(st.lists(st.sampled_from(fields), min_size=1, max_size=3, unique=True)):
+        record[key] = draw(_SP_ODD)
+    return record
+
+
+_RECORDS = st.one_of(_RECORDS, st.lists(st.one_of(_odd_sp(), st.just(_VITAL)), min_size=1, max_size=4).map(
+    lambda records_: "".join(json.dumps(r) + "\n" for r in records_)))
+
+#: Methods no route takes: long, with '|', lower-case, unknown (the ASGI scope keeps their case).
+_TCHAR = st.characters(codec="ascii", categories=["L", "Nd"], include_characters="!#$%&'*+-.^_`|~")
+ODD_METHODS = st.one_of(
+    st.sampled_from(["X" * 70, "X|Y", "x|y", "get", "post", "delete", "Get", "FOO", "PROPFIND", "M-SEARCH", "A" * 300]),
+    st.text(_TCHAR, min_size=1, max_size=80),
+).filter(lambda m: m not in {"GET", "HEAD", "POST", "PUT", "DELETE"})  # those are the schema's cases
+
+
+@dataclass
+class _Answer:
+    status_code: int
+    headers: dict[str, str]
+    content: bytes
+
+
+def _send(app: Any, method: str, path: str, authorization: str | None, body: bytes = b"") -> _Answer:
+    """One request straight to the ASGI app, the method exactly as given (HTTP clients upper-case it)."""
+    messages: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        messages.append(message)
+
+    headers = [] if authorization is None else [(b"authorization", authorization.encode("latin-1"))]
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"", "headers": headers,
+             "client": ("127.0.0.1", 1), "server": ("testserver", 80)}
+    asyncio.run(app(scope, receive, send))
+    start = next(m for m in messages if m["type"] == "http.response.start")
+    content = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
+    return _Answer(start["status"], {k.decode().lower(): v.decode("latin-1") for k, v in start["headers"]}, content)
+
+
+#: Every path of the schema, with its parameters filled from the names above.
+PATHS = sorted({label.split(" ", 1)[1] for label in OPERATIONS} | {"/", "/health", "/nowhere", "/v1/queries/x/y"})
+
+
+def _expected_principals(service: Any, sent: list[tuple[str, str | None]]) -> dict[str, str]:
+    """The principal each request's record must name (by request id): its token's holder, if any."""
+    expected = {}
+    for request_id, authorization in sent:
+        principal = service.auth.principal(authorization)
+        if principal is not None:
+            expected[request_id] = principal.label
+    return expected
+
+
+def _check_trail(service: Any, expected: dict[str, str]) -> None:
+    """The trail verifies, holds no token, and each authenticated request's record names its principal."""
+    assert service.trail.flush(timeout=60) and service.trail.problem() is None
+    result = verify(service.store)
+    assert result.ok, result.message
+    found = {r.request_id: r for r in records(service.store)}
+    for request_id, label in expected.items():
+        assert request_id in found, f"request {request_id} has no audit record"
+        assert found[request_id].principal == label, (found[request_id].to_json(), label)
+    text = json.dumps([r.to_json() for r in found.values()])
+    assert not any(token_id in text for token_id in TOKEN_IDS)
+
+
+def test_fuzz_odd_methods_on_every_path(client, tokens, seeded):
+    service = seeded
+    secrets = list(tokens.values())
+    sent: list[tuple[str, str | None]] = []
+
+    @FUZZ
+    @given(method=ODD_METHODS, path=st.sampled_from(PATHS), authorization=_authorization(tokens, "GET /v1/me"),
+           data=st.data())
+    def run(method: str, path: str, authorization: str | None, data: st.DataObject) -> None:
+        for name, values in KNOWN_PATH.items():
+            if "{" + name + "}" in path:
+                path = path.replace("{" + name + "}", data.draw(st.sampled_from(values), label=name))
+        answer = _send(client.app, method, path, authorization, b'{"id": "q9"}')
+        if path == "/health":  # a probe's path: neither audited nor given a request id
+            assert answer.status_code in (200, 405) and b"Traceback" not in answer.content, answer
+            return
+        check_answer(answer, secrets, f"{method[:40]} {path}")
+        sent.append((answer.headers["x-request-id"], authorization))
+
+    run()
+    _check_trail(service, _expected_principals(service, sent))
+
+
+@pytest.mark.parametrize("label", ["POST /v1/queries", "GET /v1/queries/{query_id}/rows",
+                                   "DELETE /v1/queries/{query_id}", "POST /v1/grants",
+                                   "POST /v1/streams/{stream}/records", "PUT /v1/actions/{name}"])
+def test_fuzz_names_every_authenticated_caller_in_the_trail(label, client, tokens, seeded):
+    """The schema's cases again (token-shaped ids and odd SP fields among them): the record of
+    every request made with a valid token names that token's holder, whatever the answer."""
+    service = seeded
+    operation = _schema(client.app).find_operation_by_label(label)
+    secrets = list(tokens.values())
+    sent: list[tuple[str, str | None]] = []
+    cases = st.one_of(operation.as_strategy(GenerationMode.POSITIVE), operation.as_strategy(GenerationMode.NEGATIVE))
+
+    @FUZZ
+    @given(case=cases, authorization=_authorization(tokens, label), data=st.data())
+    def run(case: Any, authorization: str | None, data: st.DataObject) -> None:
+        parameters = case.path_parameters or {}
+        for name in parameters:
+            if name in KNOWN_PATH and data.draw(st.booleans(), label=f"known {name}"):
+                parameters[name] = data.draw(st.sampled_from(KNOWN_PATH[name]), label=name)
+        if isinstance(case.body, dict):
+            for name in case.body:
+                if name in KNOWN_FIELDS and data.draw(st.booleans(), label=f"known {name}"):
+                    case.body[name] = data.draw(st.sampled_from(KNOWN_FIELDS[name]), label=name)
+        if label.startswith("POST /v1/streams") and data.draw(st.booleans(), label="records"):
+            case.body = data.draw(_RECORDS, label="records")
+            case.media_type = "text/plain"
+        headers = {} if authorization is None else {"Authorization": authorization}
+        response = case.call(headers=headers)
+        check_answer(response, secrets, f"{case.method} {case.formatted_path}")
+        request_id = response.headers["x-request-id"]
+        sent.append((request_id[0] if isinstance(request_id, list) else request_id, authorization))
+
+    run()
+    _check_trail(service, _expected_principals(service, sent))

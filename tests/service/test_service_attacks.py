@@ -750,3 +750,239 @@ def test_revocation_ends_an_open_stream(client, tokens, service, store_url, monk
     ended = [i for i, line in enumerate(seen) if line.startswith("event: end")]
     assert ended, seen
     assert any("no longer valid" in line for line in seen[ended[0]:]), seen
+
+
+# -- the audit trail cannot be killed, and names who did what (issue 24, findings 9 and 13) ----------
+import asyncio  # noqa: E402
+import socket  # noqa: E402
+import threading  # noqa: E402
+from urllib.parse import urlsplit  # noqa: E402
+
+from sqlalchemy.exc import OperationalError  # noqa: E402
+
+from streamwarden.service import trail as trail_module  # noqa: E402
+from streamwarden.service.app import UNAUDITED  # noqa: E402
+
+ODD_METHODS = ["X" * 70, "X|Y"]
+#: A valid name of 64 characters shaped like a token, and a shorter one (41) a user's own id fits in.
+TOKEN_IDS = ["swt_0123456789abcdef_" + "A" * 43, "swt_0123456789abcdef_" + "B" * 20]
+
+
+def trail_of(client: TestClient, tokens: Any, **params: str) -> list[dict[str, Any]]:
+    answer = client.get("/v1/audit", params=params, headers=tokens.header("root"))
+    assert answer.status_code == 200, answer.text
+    return answer.json()["records"]
+
+
+def by_request(records_: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {r["request_id"]: r for r in records_}
+
+
+def asgi_request(app: Any, method: str, path: str) -> int:
+    """One request straight to the ASGI app, its method as given (HTTP clients upper-case it): the status."""
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"", "headers": [],
+             "client": ("127.0.0.1", 1), "server": ("testserver", 80)}
+    asyncio.run(app(scope, receive, send))
+    return next(m["status"] for m in sent if m["type"] == "http.response.start")
+
+
+@pytest.mark.parametrize("method", ODD_METHODS)
+def test_an_odd_method_does_not_stop_the_audit_trail(client, tokens, service, method):
+    odd = client.request(method, "/v1/queries")
+    assert_error(odd, (401, 404, 405))
+    assert asgi_request(client.app, method.lower(), "/v1/me") < 500  # lower case: not upper-cased on the way
+    later = client.get("/v1/queries", headers=tokens.header("ann"))
+    assert later.status_code == 200
+    read: list[list[dict[str, Any]]] = []
+    reader = threading.Thread(target=lambda: read.append(trail_of(client, tokens)), daemon=True)
+    reader.start()
+    reader.join(30)  # a dead writer made GET /v1/audit wait for ever
+    assert read, "GET /v1/audit did not answer: the audit writer is gone"
+    assert service.trail.problem() is None
+    trail = by_request(read[0])
+    record = trail[odd.headers["x-request-id"]]
+    assert (record["principal"], record["action"]) == ("anonymous", "http.other")
+    assert record["detail"]["method"] == method[:32]
+    assert trail[later.headers["x-request-id"]]["principal"] == "user:ann"
+    assert verify(service.store).ok
+
+
+def test_known_methods_in_any_case_are_recorded_by_name(client, tokens, service):
+    assert asgi_request(client.app, "patch", "/v1/nowhere") == 404
+    service.trail.flush()
+    assert [r.action for r in records(service.store)][-1] == "http.patch"
+
+
+def test_a_store_that_cannot_write_the_trail_gets_503_not_unaudited_service(client, tokens, service, monkeypatch):
+    real = trail_module.append_all
+    retried = threading.Event()
+    calls: list[int] = []
+
+    def failing(store: Any, entries: Any) -> int:
+        calls.append(1)
+        if len(calls) >= 2:
+            retried.set()  # the first failure is known to the trail by now
+        raise OperationalError("INSERT INTO audit_trail ...", {}, Exception("disk full"))
+
+    monkeypatch.setattr(trail_module, "append_all", failing)
+    served = client.get("/v1/queries", headers=tokens.header("ann"))  # served: its record fails after
+    assert served.status_code == 200
+    assert retried.wait(10)
+    refused = [client.get("/v1/queries", headers=tokens.header("ann")),
+               client.post("/v1/queries", json={"id": "q1", "query": Q}, headers=tokens.header("ann")),
+               client.get("/v1/me"), client.get("/")]
+    for answer in refused:
+        body = assert_error(answer, 503)
+        assert body["error"] == UNAUDITED and "disk full" not in answer.text
+        assert answer.headers["x-request-id"] == body["request_id"]
+    assert service.server.registered() == {}  # no route ran
+    health = client.get("/health")
+    assert health.status_code == 503 and health.json()["status"] == "unavailable"
+    monkeypatch.setattr(trail_module, "append_all", real)  # the store works again
+    assert service.trail.flush(timeout=30)
+    assert client.get("/health").json() == {"status": "ok"}
+    after = client.get("/v1/queries", headers=tokens.header("ann"))
+    assert after.status_code == 200
+    trail = trail_of(client, tokens)
+    ids = [r["request_id"] for r in trail]
+    assert served.headers["x-request-id"] in ids and after.headers["x-request-id"] in ids  # nothing lost
+    assert not any(a.headers["x-request-id"] in ids for a in refused)
+    summary = [r for r in trail if r["action"] == "audit.unavailable"]
+    assert [(r["principal"], r["outcome"], r["detail"]["requests"]) for r in summary] == [("service", "refused", 4)]
+    assert verify(service.store).ok
+
+
+@pytest.mark.parametrize("query_id", TOKEN_IDS)
+def test_a_token_shaped_query_id_is_refused_and_every_request_keeps_its_user(client, tokens, service, query_id):
+    answers = [client.post("/v1/queries", json={"id": query_id, "query": Q}, headers=tokens.header("ann")),
+               client.post("/v1/queries", json={"id": query_id, "query": Q, "users": ["ann"]},
+                           headers=tokens.header("root"))]
+    for answer in answers:
+        body = assert_error(answer, 422)
+        assert "access token" in body["error"] and query_id not in answer.text
+    assert service.server.registered() == {}
+    answers += [client.get(f"/v1/queries/{query_id}/rows", headers=tokens.header("ann")),
+                client.get(f"/v1/queries/{query_id}", headers=tokens.header("ann")),
+                client.delete(f"/v1/queries/{query_id}", headers=tokens.header("ann"))]
+    assert [a.status_code for a in answers[2:]] == [404, 404, 404]
+    anns = by_request(trail_of(client, tokens, principal="user:ann"))
+    for answer in answers[:1] + answers[2:]:
+        record = anns[answer.headers["x-request-id"]]  # under ann, not "service"
+        assert record["object"] == "query:swt_…redacted", record
+    assert trail_of(client, tokens, principal="user:root")[-2]["object"] == "query:swt_…redacted"
+    assert not [r for r in trail_of(client, tokens) if r["principal"] == "service"]
+    assert query_id not in json.dumps(trail_of(client, tokens)) and verify(service.store).ok
+
+
+@pytest.mark.parametrize("holder, path, body", [
+    ("root", "/v1/grants", {"query": 5, "user": "bob", "sign": "+"}),
+    ("root", "/v1/grants", "not json"),
+    ("ann", "/v1/queries", {"id": "q1"}),
+    ("bob", "/v1/queries", {"id": "q1", "query": Q, "extra": 1}),
+])
+def test_a_body_that_fails_validation_is_audited_under_its_caller(client, tokens, service, holder, path, body):
+    kwargs = {"json": body} if isinstance(body, dict) else {"content": body}
+    answer = client.post(path, headers={**tokens.header(holder), "Content-Type": "application/json"}, **kwargs)
+    assert_error(answer, 422)
+    record = by_request(trail_of(client, tokens))[answer.headers["x-request-id"]]
+    assert (record["principal"], record["outcome"]) == (f"user:{holder}", "refused")
+    anonymous = client.post(path, **kwargs)  # no token: no schema, and anonymous it is
+    assert_error(anonymous, 401)
+    assert by_request(trail_of(client, tokens))[anonymous.headers["x-request-id"]]["principal"] == "anonymous"
+
+
+def _detail(client: TestClient, tokens: Any, answer: Any, principal: str) -> dict[str, Any]:
+    """The audit record's detail of ``answer``, found under ``principal``."""
+    record = by_request(trail_of(client, tokens, principal=principal))[answer.headers["x-request-id"]]
+    detail = dict(record["detail"])
+    assert (detail.pop("status"), detail.pop("method")) == (answer.status_code, answer.request.method.lower())
+    return detail
+
+
+def test_every_change_is_audited_with_its_full_object(client, tokens, service):
+    own = client.post("/v1/queries", json={"id": "q1", "query": Q}, headers=tokens.header("ann"))
+    assert own.status_code == 201, own.text
+    assert _detail(client, tokens, own, "user:ann") == {"id": "q1", "level": None, "users": ["ann"]}
+    shared = client.post("/v1/queries", json={"id": "shared1", "query": Q, "users": ["bob", "ann"]},
+                         headers=tokens.header("root"))
+    assert shared.status_code == 201, shared.text
+    assert _detail(client, tokens, shared, "user:root") == {"id": "shared1", "level": None, "users": ["ann", "bob"]}
+
+    period = client.post("/v1/grants", json={"query": "shared1", "user": "bob", "sign": "+",
+                                             "ts": "2026-03-01T10:00:00+01:00", "until": "2026-03-02T10:00:00Z"},
+                         headers=tokens.header("root"))
+    now = client.post("/v1/grants", json={"query": "shared1", "user": "ann", "sign": "+"}, headers=tokens.header("root"))
+    revoked = client.post("/v1/grants", json={"query": "shared1", "user": "ann", "sign": "-",
+                                              "ts": "2026-04-01T00:00:00Z"}, headers=tokens.header("root"))
+    assert [a.status_code for a in (period, now, revoked)] == [201, 201, 201], period.text
+    changes = client.get("/v1/grants", headers=tokens.header("root")).json()["changes"]
+    applied = next(c["ts"] for c in changes if (c["query"], c["user"], c["sign"]) == ("shared1", "ann", "+"))
+    assert _detail(client, tokens, period, "user:root") == {"user": "bob", "sign": "+", "query": "shared1",
+                                                             "ts": "2026-03-01T09:00:00Z",
+                                                             "until": "2026-03-02T10:00:00Z"}
+    assert _detail(client, tokens, now, "user:root") == {"user": "ann", "sign": "+", "query": "shared1",
+                                                          "ts": applied, "until": None}
+    assert _detail(client, tokens, revoked, "user:root") == {"user": "ann", "sign": "-", "query": "shared1",
+                                                              "ts": "2026-04-01T00:00:00Z", "until": None}
+
+    catalog = (CATALOG.replace("  eve: {roles: [Analyst]}\n", "  eve: {roles: [Nurse]}\n  zed: {roles: [Doctor]}\n")
+               .replace('where: "value < 50"', 'where: "value < 40"')
+               .replace("policies:", 'actions:\n  a1: {start: "2026-03-01T10:00:00Z", end: null, target: 5.0}\n'
+                                     "policies:")
+               + "  - {id: analysts_read, subject: Analyst, streams: [Vitals], privilege: read}\n")
+    put = client.put("/v1/catalog", content=catalog, headers=tokens.header("root"))
+    assert put.status_code == 200, put.text
+    assert _detail(client, tokens, put, "user:root") == {
+        "catalog": "catalog", "users_added": ["zed"], "users_changed": ["eve"], "policies_added": ["analysts_read"],
+        "policies_changed": ["nurses_low"], "actions_added": ["a1"]}
+    action = client.put("/v1/actions/a1", json={"target": 7.5, "end": "2026-03-01T12:00:00+02:00"},
+                        headers=tokens.header("root"))
+    assert action.status_code == 200, action.text
+    assert _detail(client, tokens, action, "user:root") == {"target": 7.5, "end": "2026-03-01T10:00:00Z"}
+
+    deleted = client.delete("/v1/queries/q1", headers=tokens.header("ann"))
+    assert deleted.status_code == 200
+    assert _detail(client, tokens, deleted, "user:ann") == {"id": "q1", "level": None, "users": ["ann"]}
+    assert verify(service.store).ok
+
+
+def raw_request(url: str, method: str, path: str) -> bytes:
+    """One HTTP/1.1 request over a plain socket, the method byte for byte (clients upper-case it): the answer."""
+    where = urlsplit(url)
+    with socket.create_connection((where.hostname, where.port), timeout=30) as conn:
+        conn.sendall(f"{method} {path} HTTP/1.1\r\nHost: {where.netloc}\r\nConnection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
+@pytest.mark.spark
+def test_a_served_service_survives_odd_methods_audits_on_and_stops_on_sigterm(tmp_path):
+    from .served import Served
+
+    with Served.start(tmp_path) as served:
+        for method in ["X" * 70, "X|Y", "x|y", "get"]:
+            answer = raw_request(served.url, method, "/v1/me")
+            assert answer.startswith(b"HTTP/1.1 ") and b'"error"' in answer and b"Traceback" not in answer, answer
+        later = served.get("/v1/me", "ann")
+        assert later.status_code == 200
+        audit = served.get("/v1/audit", "root")  # answers: the writer lives
+        assert audit.status_code == 200, audit.text
+        found = by_request(audit.json()["records"])
+        assert found[later.headers["x-request-id"]]["principal"] == "user:ann"
+        odd = [r for r in found.values() if r["action"] == "http.other"]
+        assert sorted(r["detail"]["method"] for r in odd) == sorted(["X" * 32, "X|Y", "x|y"])
+        assert served.get("/health").json() == {"status": "ok"}
+        assert served.terminate(timeout=120) == 0
+    result = verify(CatalogStore(served.store_url))
+    assert result.ok, result.message

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import threading
 import weakref
@@ -64,7 +65,7 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, Text, create_en
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from streamwarden.catalog.identity import looks_like_token
+from streamwarden.catalog.identity import PREFIX, looks_like_token
 from streamwarden.catalog.store import CatalogStore, NoStore, create_tables
 from streamwarden.errors import StreamwardenError
 
@@ -76,6 +77,9 @@ MAX_POLICIES = 1000
 _ACTION = re.compile(r"[a-z][a-z0-9_.-]{0,63}")  # token.create, query.rows, catalog.put
 _OUTCOME = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # ok, denied, refused, error
 _RETRIES = 50  # a writer in another process took the seq: read the head again
+#: What stands in a repaired record for anything shaped like a token.
+REDACTED = PREFIX + "…redacted"
+_TOKEN_RUN = re.compile(re.escape(PREFIX) + r"[A-Za-z0-9_-]*")  # a token and whatever it runs on into
 
 Reason = Literal["changed", "deleted", "reordered", "inserted"]
 
@@ -293,6 +297,10 @@ def _fields(principal: str, action: str, object: str, outcome: str, policies: It
             raise AuditError(f"the audit record's detail is longer than {MAX_DETAIL} characters of JSON")
         if looks_like_token(detail_text):
             raise AuditError("the audit record's detail holds a token: the trail never holds one")
+        try:  # a lone surrogate passes json.dumps but not the hash's UTF-8: refuse it here, not in the store
+            detail_text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise AuditError("the audit record's detail is not UTF-8 text (a lone surrogate)") from None
     if not isinstance(now, datetime):
         raise AuditError("the audit record's time must be a datetime")
     return {"time": _time_text(now), "principal": principal, "action": action, "object": object,
@@ -308,6 +316,94 @@ def _text(what: str, value: object, *, limit: int = MAX_TEXT) -> None:
         raise AuditError(f"the audit record's {what} must be printable text on one line")
     if looks_like_token(value):
         raise AuditError(f"the audit record's {what} holds a token: the trail never holds one")
+
+
+def writable(principal: Any, action: Any, object: Any, outcome: Any, *, policies: Any = (),
+             request_id: Any = None, detail: Any = None, now: Any = None) -> tuple[dict[str, Any], str | None]:
+    """:func:`append`'s arguments as it takes them, and why they had to be repaired (None: taken as given).
+
+    A record :func:`append` would refuse is repaired, never dropped: the principal and the
+    object are kept, cleaned (printable, one line, cut to length, anything shaped like a
+    token replaced by :data:`REDACTED`); an action or outcome outside the grammar becomes
+    ``other`` or ``unknown``, the one given kept (cleaned) in the detail; the detail is
+    cleaned the same way (dropped if still too long) and says why under ``repaired``.
+
+    >>> token = "swt_0123456789abcdef_" + "A" * 43
+    >>> fields, why = writable("user:eve", "query.rows", "query:" + token, "ok")
+    >>> fields["principal"], fields["object"], fields["detail"]["repaired"]
+    ('user:eve', 'query:swt_…redacted', "the audit record's object holds a token: the trail never holds one")
+    >>> writable("anonymous", "http.x|y", "/v1/queries", "ok")[0]["action"]
+    'other'
+    """
+    arguments = {"principal": principal, "action": action, "object": object, "outcome": outcome,
+                 "policies": policies, "request_id": request_id, "detail": detail, "now": now}
+    try:
+        _fields(principal, action, object, outcome, policies, request_id, detail,
+                datetime.now(timezone.utc) if now is None else now)
+        return arguments, None
+    except AuditError as exc:
+        why = clean_text(str(exc), 200)
+    except Exception as exc:  # a field whose str() or iteration fails: repair it all the same
+        why = f"the audit record could not be read ({type(exc).__name__})"
+    return _repaired(arguments, why), why
+
+
+def clean_text(value: Any, limit: int = MAX_TEXT, empty: str = "?") -> str:
+    """``value`` as a record's text field takes it: printable text on one line (``?`` for
+    anything else), at most ``limit`` characters, anything shaped like a token redacted.
+
+    >>> clean_text("query:swt_0123456789abcdef_" + "A" * 43), clean_text("a\\nb\\ud800"), clean_text("")
+    ('query:swt_…redacted', 'a?b?', '?')
+    """
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except Exception:
+        text = type(value).__name__
+    text = "".join(c if c.isprintable() else "?" for c in text[:limit])
+    if looks_like_token(text):
+        text = _TOKEN_RUN.sub(REDACTED, text)[:limit]  # a cut cannot make a token: it only shortens the text
+    return text or empty
+
+
+def _repaired(arguments: Mapping[str, Any], why: str) -> dict[str, Any]:
+    """Every field of a refused record made one :func:`append` takes (see :func:`writable`)."""
+    action, outcome = arguments["action"], arguments["outcome"]
+    detail: dict[str, Any] = {}
+    if not (isinstance(action, str) and _ACTION.fullmatch(action)):
+        detail["given_action"], action = clean_text(action, 64), "other"
+    if not (isinstance(outcome, str) and _OUTCOME.fullmatch(outcome)):
+        detail["given_outcome"], outcome = clean_text(outcome, 32), "unknown"
+    original = _clean_json(arguments["detail"]) if arguments["detail"] is not None else None
+    if original is not None:
+        detail["given"] = original
+    detail["repaired"] = why
+    if len(_canonical(detail)) > MAX_DETAIL:
+        detail.pop("given")
+        detail["dropped"] = f"the detail was longer than {MAX_DETAIL} characters"
+    policies = arguments["policies"]
+    try:
+        listed = [policies] if isinstance(policies, str) else list(policies)
+    except Exception:
+        listed = []
+    now = arguments["now"]
+    return {"principal": clean_text(arguments["principal"], empty="unknown"), "action": action,
+            "object": clean_text(arguments["object"]), "outcome": outcome,
+            "policies": [clean_text(p, 128) for p in listed[:MAX_POLICIES]],
+            "request_id": None if arguments["request_id"] is None else clean_text(arguments["request_id"], 128),
+            "detail": detail, "now": now if isinstance(now, datetime) else None}
+
+
+def _clean_json(value: Any, depth: int = 0) -> Any:
+    """A JSON value with every string cleaned (:func:`clean_text`), cut at depth 8 and 100 entries a level."""
+    if value is None or isinstance(value, bool) or (isinstance(value, int) and abs(value) < 2 ** 63):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if depth < 8 and isinstance(value, Mapping):
+        return {clean_text(k, 64): _clean_json(v, depth + 1) for k, v in list(value.items())[:100]}
+    if depth < 8 and isinstance(value, (list, tuple)):
+        return [_clean_json(v, depth + 1) for v in value[:100]]
+    return clean_text(value, MAX_DETAIL)
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -522,4 +618,5 @@ def _record(row: Mapping[str, Any]) -> AuditRecord:
                        row["request_id"], detail, row["prev"], row["hash"])
 
 
-__all__ = ["append_all", "AuditError", "AuditRecord", "GENESIS", "VerifyResult", "append", "parse_anchor", "records", "verify"]
+__all__ = ["append_all", "AuditError", "AuditRecord", "GENESIS", "REDACTED", "VerifyResult", "append", "clean_text",
+           "parse_anchor", "records", "verify", "writable"]

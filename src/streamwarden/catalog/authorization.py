@@ -234,22 +234,24 @@ class AuthorizationServer:
         return written
 
     def grant(self, query: str, user: str, ts: str | datetime | None = None, *,
-              until: str | datetime | None = None) -> None:
+              until: str | datetime | None = None) -> list[AccessChange]:
         """Grant ``user`` access to ``query`` from ``ts`` (default: now), until ``until`` if given.
-        For a user's own query this also lifts an admin's revocation of the streams it reads."""
+        For a user's own query this also lifts an admin's revocation of the streams it reads.
+        Returns the changes recorded."""
         if until is not None and _time(until) <= _time(ts):
             raise StreamwardenError(f"a grant must expire after it starts ({until} is not after {ts or 'now'})")
         self.check(query, user)
-        self._change(query, user, True, ts)
+        recorded = self._change(query, user, True, ts)
         if until is not None:
-            self._change(query, user, False, until)
+            recorded += self._change(query, user, False, until)
+        return recorded
 
-    def revoke(self, query: str, user: str, ts: str | datetime | None = None) -> None:
+    def revoke(self, query: str, user: str, ts: str | datetime | None = None) -> list[AccessChange]:
         """Revoke ``user``'s access to ``query`` from ``ts`` (default: now). For a user's own
         query this closes the streams it reads to every own query of hers, whatever id she
-        registers next, until an admin grants one of them again."""
+        registers next, until an admin grants one of them again. Returns the changes recorded."""
         self.check(query, user)
-        self._change(query, user, False, ts)
+        return self._change(query, user, False, ts)
 
     def open_own(self, query: str, user: str) -> None:
         """The grant an own query gets when its owner registers it: from :data:`ALL_TIME` on
@@ -281,15 +283,17 @@ class AuthorizationServer:
             rows = conn.execute(select(_changes).order_by(_changes.c.seq)).all()
         return tuple(_change(r) for r in rows)
 
-    def _change(self, query: str, user: str, grant: bool, ts: str | datetime | None) -> None:
+    def _change(self, query: str, user: str, grant: bool, ts: str | datetime | None) -> list[AccessChange]:
         """An admin's change: on an own query, the same change of its streams for its owner."""
-        self._record(query, user, grant, ts)
+        when = _time(ts)  # one instant for the query and its streams
+        recorded = [self._record(query, user, grant, when)]
         registered = self.registration(query)
         if registered is not None and registered.owner == user:
-            for stream in registered.streams:
-                self._record(stream, user, grant, ts, scope=STREAM)
+            recorded += [self._record(stream, user, grant, when, scope=STREAM) for stream in registered.streams]
+        return recorded
 
-    def _record(self, query: str, user: str, grant: bool, ts: str | datetime | None, *, scope: str = QUERY) -> None:
+    def _record(self, query: str, user: str, grant: bool, ts: str | datetime | None, *,
+                scope: str = QUERY) -> AccessChange:
         when = _time(ts)
         incarnation = self.store.incarnations().get(user)
         with self.store.engine.begin() as conn:
@@ -298,7 +302,9 @@ class AuthorizationServer:
             seq = conn.execute(insert(_changes).values(ts=when, query=query, user=user, grant=grant, rid=rid,
                                                        incarnation=incarnation, scope=scope)
                                ).inserted_primary_key[0]
-        self._publish(AccessChange(when, query, user, grant, int(seq), scope))
+        change = AccessChange(when, query, user, grant, int(seq), scope)
+        self._publish(change)
+        return change
 
     def _publish(self, change: AccessChange) -> None:
         """The SP as a file of its own, complete before it appears (a stream never reads half of one)."""

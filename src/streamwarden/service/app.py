@@ -31,6 +31,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from streamwarden.catalog.audit import clean_text
 from streamwarden.catalog.audit import records as audit_records
 from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.identity import Principal
@@ -169,8 +170,12 @@ def create_app(service: Service) -> FastAPI:
 
     # -- public --------------------------------------------------------------------------------
     @app.get("/health", include_in_schema=False)
-    def health() -> dict[str, str]:
-        return {"status": "ok"}
+    def health() -> JSONResponse:
+        problem = service.trail.problem()  # the service refuses every other request while it cannot audit
+        if problem is not None:
+            return JSONResponse({"status": "unavailable", "error": f"{problem}: the service answers no requests "
+                                 "until its audit trail can be written"}, status_code=503)
+        return JSONResponse({"status": "ok"})
 
     @app.get("/", include_in_schema=False, response_class=HTMLResponse)
     def console() -> HTMLResponse:
@@ -203,12 +208,14 @@ def create_app(service: Service) -> FastAPI:
                 return JSONResponse({"id": body.id, "dry_run": True, "users": outcomes})
             entry, explained = book.register_shared(body.id, body.query, body.level, body.users, catalog,
                                                     check=service.check_runnable)
+            request.state.detail = _query_detail(entry)
             service.refresh()
             users = {u: explanation(r) if not isinstance(r, str) else {"denied": r} for u, r in explained.items()}
             request.state.policies = _policies(*[r for r in explained.values() if not isinstance(r, str)])
             return JSONResponse({"id": entry.id, "users": users}, status_code=201)
         entry, rewriting = book.prepare_own(principal, body.id, body.query, body.level, catalog)
         request.state.object = f"query:{entry.ref}"
+        request.state.detail = _query_detail(entry)
         request.state.policies = _policies(rewriting)
         if dry_run:
             return JSONResponse({"id": body.id, "dry_run": True, "explanation": explanation(rewriting)})
@@ -245,6 +252,7 @@ def create_app(service: Service) -> FastAPI:
         request.state.object = f"query:{entry.ref}"
         if entry.owner != principal.name and not principal.admin:
             raise forbidden("a shared query is removed by an admin")
+        request.state.detail = _query_detail(entry)
         service.server.unregister(entry.internal)
         service.refresh()  # stops its pipeline before its rows and state are removed
         service.book.forget(entry, service.checkpoint_root)
@@ -280,7 +288,7 @@ def create_app(service: Service) -> FastAPI:
     async def put_catalog(request: Request) -> dict[str, Any]:
         await asyncio.to_thread(admin, request, "catalog.update", "catalog")
         body = await _body(request, MAX_CATALOG)
-        return await asyncio.to_thread(_apply_catalog, service, body)  # parsing and replanning: off the event loop
+        return await asyncio.to_thread(_apply_catalog, service, body, request)  # parsing, replanning: off the loop
 
     @app.get("/v1/catalog")
     def get_catalog(request: Request) -> dict[str, Any]:
@@ -309,13 +317,14 @@ def create_app(service: Service) -> FastAPI:
         request.state.object = f"query:{entry.ref}"
         try:
             if body.sign == "+":
-                service.server.grant(entry.internal, body.user, ts, until=until)
+                applied = service.server.grant(entry.internal, body.user, ts, until=until)
             else:
-                service.server.revoke(entry.internal, body.user, ts)
+                applied = service.server.revoke(entry.internal, body.user, ts)
         except StreamwardenError as exc:  # the query is registered (checked above): an unknown user, a bad period
             raise ApiError(422, str(exc).splitlines()[0]) from None
         # no refresh: terminal switches read grants at every micro-batch, and the host's next poll
         # (within a second) starts or stops the pipelines the change concerns
+        request.state.detail = _grant_detail(entry, body, applied)
         periods = access_periods(service.server.changes(), entry.registered, body.user)
         return JSONResponse({"query": entry.id, "user": body.user, "sign": body.sign,
                              **({"owner": entry.owner} if entry.owner else {}), "periods": periods_json(periods)},
@@ -350,6 +359,7 @@ def create_app(service: Service) -> FastAPI:
             service.store.set_action(name, **values)
         except StreamwardenError as exc:
             raise ApiError(404 if isinstance(exc, UnknownName) else 422, str(exc).splitlines()[0]) from None
+        request.state.detail = {k: format_timestamp(v) if isinstance(v, datetime) else v for k, v in values.items()}
         action = service.store.actions()[name]
         return {"name": name, "start": action.start and format_timestamp(action.start), "end": action.end and format_timestamp(action.end),
                 "target": action.target}
@@ -406,7 +416,7 @@ def create_app(service: Service) -> FastAPI:
 
 
 # -- pieces of the routes ------------------------------------------------------------------------
-def _apply_catalog(service: Service, body: bytes) -> dict[str, Any]:
+def _apply_catalog(service: Service, body: bytes, request: Request) -> dict[str, Any]:
     """A catalog an admin sent: validated (422 with the first error's position), stored, applied."""
     try:
         text = body.decode("utf-8")
@@ -421,6 +431,7 @@ def _apply_catalog(service: Service, body: bytes) -> dict[str, Any]:
     except StreamwardenError as exc:
         message = str(exc).splitlines()[0]
         raise ApiError(422, message, **position_of(message)) from None
+    request.state.detail = _catalog_changes(service.store, catalog)
     changes = service.store.save(catalog)
     service.refresh()
     return {"catalog": catalog.name, "streams": sorted(catalog.streams), "users": sorted(catalog.users),
@@ -450,6 +461,60 @@ def _change_json(service: Service, change: AccessChange, live: bool) -> dict[str
     if own is not None:
         return {**shown, "query": own[1], "owner": own[0]}
     return {**shown, "query": change.query}
+
+
+# -- what the audit trail records of a change (request.state.detail) ----------------------------------
+MAX_NAMES = 50  # names of one kind in a record's detail; more are counted
+
+
+def _names(values: Any) -> list[str]:
+    """At most MAX_NAMES names, then how many more (a detail stays far below the trail's 4096 characters)."""
+    listed = sorted(values)
+    return listed[:MAX_NAMES] + ([f"+{len(listed) - MAX_NAMES} more"] if len(listed) > MAX_NAMES else [])
+
+
+def _query_detail(entry: Entry) -> dict[str, Any]:
+    """A registration or deletion: the query's id (as its caller names it), level and users."""
+    return {"id": entry.id, "level": entry.registered.level, "users": _names(entry.registered.users)}
+
+
+def _grant_detail(entry: Entry, body: GrantIn, applied: list[AccessChange]) -> dict[str, Any]:
+    """A grant or revocation as applied: the grantee, the query (``owner/id`` for an own one),
+    the sign, its start and a grant's end as recorded (``ts`` defaults to the time it was
+    applied), and the streams an own query's change also opened or closed to her."""
+    queried = [c for c in applied if c.scope != STREAM]
+    start = queried[0] if queried else None
+    end = queried[1] if body.until is not None and len(queried) > 1 else None
+    streams = sorted({c.query for c in applied if c.scope == STREAM})
+    return {"user": body.user, "sign": body.sign, "query": entry.ref,
+            "ts": format_timestamp(start.ts) if start else body.ts,
+            "until": format_timestamp(end.ts) if end else None, **({"streams": streams} if streams else {})}
+
+
+def _catalog_changes(store: CatalogStore, after: Any) -> dict[str, Any]:
+    """What replacing the stored catalog by ``after`` changes: the streams, roles, users,
+    policies and actions it adds, removes or redefines (by name)."""
+    detail: dict[str, Any] = {"catalog": after.name}
+    try:
+        before = store.load()
+    except StreamwardenError:  # a stored catalog that no longer loads is replaced whole
+        detail["replaced"] = "the stored catalog could not be read"
+        return detail
+    sections = {
+        "streams": (dict(before.streams), dict(after.streams)),
+        "roles": (dict(before.roles), dict(after.roles)),
+        "users": ({n: (u, dict(u.profile)) for n, u in before.users.items()},
+                  {n: (u, dict(u.profile)) for n, u in after.users.items()}),  # a user's profile is not in its ==
+        "policies": ({p.id: p for p in before.policies}, {p.id: p for p in after.policies}),
+        "actions": ({n: None for n in before.actions}, {n: None for n in after.actions}),  # live values: no change
+    }
+    for kind, (old, new) in sections.items():
+        changed = {n for n in old.keys() & new.keys() if old[n] != new[n]}
+        for what, names in (("added", new.keys() - old.keys()), ("removed", old.keys() - new.keys()),
+                            ("changed", changed)):
+            if names:
+                detail[f"{kind}_{what}"] = _names(names)
+    return detail
 
 
 def _summary(service: Service, entry: Entry, principal: Principal) -> dict[str, Any]:
@@ -631,8 +696,10 @@ def _errors(app: FastAPI, service: Service) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         # FastAPI checks a body before the route runs: an anonymous caller learns nothing of the schema
-        if await asyncio.to_thread(service.auth.principal, request.headers.get("authorization")) is None:
+        principal = await asyncio.to_thread(service.auth.principal, request.headers.get("authorization"))
+        if principal is None:
             return JSONResponse(unauthenticated().body(), status_code=401)
+        request.state.principal = principal.label  # the route never ran: its audit record names the caller here
         first = exc.errors()[0] if exc.errors() else {}
         where = [str(p) for p in first.get("loc", ()) if p != "body"]
         message = str(first.get("msg", "invalid request")).rstrip(".")
@@ -661,8 +728,20 @@ _OUTCOMES = {401: "unauthenticated", 403: "denied", 404: "not-found", 405: "refu
              413: "refused", 422: "refused"}
 
 
+#: Methods recorded by name (``http.get``); any other is ``http.other``, the method itself in the detail.
+_METHODS = frozenset({"get", "head", "post", "put", "patch", "delete", "options", "trace", "connect"})
+#: What a request gets while its audit record cannot be written (it is served by no route).
+UNAUDITED = "the service cannot write its audit trail now, so it answers no requests until it can: try again later"
+
+
 class _Audited:
-    """ASGI middleware: a request id for every request, and its audit record (outcome by status)."""
+    """ASGI middleware: a request id for every request, and its audit record (outcome by status).
+
+    A route names what it did in ``request.state``: ``action``, ``object``, ``principal``,
+    ``policies``, and ``detail`` (a small JSON object merged into the record's detail, e.g.
+    a grant's user and period). While the trail cannot write (:meth:`AuditTrail.problem`),
+    every request but ``/health`` is answered 503 and served by no route.
+    """
 
     def __init__(self, app: ASGIApp, service: Service):
         self.app = app
@@ -675,16 +754,18 @@ class _Audited:
         request_id = secrets.token_hex(8)
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
+        if self.service.trail.problem() is not None:  # fail closed: nothing is served unaudited
+            await self._refuse(send, request_id)
+            return
         done = False
 
         async def sent(message: Message) -> None:
             nonlocal done
             if message["type"] == "http.response.start" and not done:
                 done = True
-                headers = MutableHeaders(scope=message)
-                headers.append("X-Request-Id", request_id)
-                headers.append("X-Content-Type-Options", "nosniff")
-                headers.append("Cache-Control", "no-store")  # rows and explanations are one user's: no cache keeps them
+                _secure_headers(message, request_id)
+                if "action" not in state and "principal" not in state:  # no route checked the token: name its holder
+                    state["principal"] = await self._holder(scope)
                 self._record(scope, state, message["status"], request_id)
             await send(message)
 
@@ -695,15 +776,49 @@ class _Audited:
                 self._record(scope, state, 500, request_id)
             raise
 
+    async def _refuse(self, send: Send, request_id: str) -> None:
+        self.service.trail.refused()  # counted, and recorded once the trail writes again
+        self.service.metrics.request("audit.unavailable", "refused")
+        body = json.dumps({"error": UNAUDITED, "request_id": request_id}).encode("utf-8")
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   (b"retry-after", b"5")]
+        start: Message = {"type": "http.response.start", "status": 503, "headers": headers}
+        _secure_headers(start, request_id)
+        await send(start)
+        await send({"type": "http.response.body", "body": body})
+
+    async def _holder(self, scope: Scope) -> str | None:
+        """Who a request's token speaks for, when no route asked (an unknown path or method, the
+        console): every record of an authenticated request names its principal."""
+        header = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"authorization"), None)
+        if header is None:
+            return None
+        try:
+            principal = await asyncio.to_thread(self.service.auth.principal, header)
+        except Exception:  # the store failed: the record says anonymous, the answer is already decided
+            return None
+        return None if principal is None else principal.label
+
     def _record(self, scope: Scope, state: dict[str, Any], status: int, request_id: str) -> None:
-        method = str(scope.get("method", "GET")).lower()
+        given = str(scope.get("method", "GET"))
+        method = given.lower() if given.lower() in _METHODS else "other"
         action = state.get("action") or ("console.read" if scope.get("path") == "/" else f"http.{method}")
         target = state.get("object") or _short(str(scope.get("path", "-")))
         outcome = "ok" if status < 400 else _OUTCOMES.get(status, "error")
         principal = state.get("principal") or "anonymous"
+        extra = state.get("detail")
+        detail = {**(extra if isinstance(extra, dict) else {}), "status": status,
+                  "method": method if method != "other" else clean_text(given, 32)}
         self.service.metrics.request(action, outcome)
         self.service.trail.record(principal, action, target, outcome, policies=state.get("policies", ()),
-                                  request_id=request_id, detail={"status": status, "method": method})
+                                  request_id=request_id, detail=detail)
+
+
+def _secure_headers(message: Message, request_id: str) -> None:
+    headers = MutableHeaders(scope=message)
+    headers.append("X-Request-Id", request_id)
+    headers.append("X-Content-Type-Options", "nosniff")
+    headers.append("Cache-Control", "no-store")  # rows and explanations are one user's: no cache keeps them
 
 
 __all__ = ["Service", "create_app"]
