@@ -681,7 +681,8 @@ def _stop(running: _Running) -> None:
 
 
 def _digest(catalog_text: str | None, queries: tuple[RegisteredQuery, ...]) -> str:
-    text = json.dumps([catalog_text or "", [[q.id, list(q.users), q.query, q.level] for q in queries]])
+    text = json.dumps([catalog_text or "", [[q.id, list(q.users), q.query, q.level, q.owner, q.opens, q.rid]
+                                            for q in queries]])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
