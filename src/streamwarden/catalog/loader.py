@@ -31,6 +31,7 @@ from streamwarden.catalog.lattice import Lattice, LevelError, LevelSource
 from streamwarden.catalog.model import PRIVILEGES, TYPES, Action, Catalog, Policy, Role, StreamDef, TimeBound, User
 from streamwarden.catalog.punctuations import sp_from_record
 from streamwarden.errors import CatalogError, SourceError, SourceText, Span, StreamwardenError
+from streamwarden.records import text_problem
 from streamwarden.language import ast
 from streamwarden.language.expressions import Scope, bind_expression, parse_timestamp
 from streamwarden.language.parser import MAX_DURATION_SECONDS, MIN_DURATION_SECONDS, parse_duration, parse_expression
@@ -272,6 +273,10 @@ class _Loader:
         (``!!int abc``, a date such as ``2026-02-30``, an integer of thousands of digits), is a
         CatalogError at the value."""
         if node.style is not None:
+            problem = text_problem(node.value)  # "\ud800" in double quotes: not a character any store holds
+            if problem is not None:
+                start = node.start_mark.index
+                raise CatalogError(f"this text {problem}", self.source, Span(start, max(node.end_mark.index, start + 1)))
             return node.value
         try:
             return self.constructor.construct_object(node, deep=True)

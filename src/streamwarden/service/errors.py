@@ -14,6 +14,8 @@ class ApiError(Exception):
     fields that locate the fault (``line``/``column`` in a text the caller sent)."""
 
     def __init__(self, status: int, message: str, **extra: Any):
+        # a lone surrogate a caller sent (JSON's "\ud800") cannot be encoded in the answer: escaped
+        message = message.encode("utf-8", "backslashreplace").decode("utf-8")
         super().__init__(message)
         self.status = status
         self.message = message
