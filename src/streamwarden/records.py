@@ -88,8 +88,10 @@ def typed_value(value: Any, dtype: str | None, name: str) -> Any:
     false, a ``string`` a string, a ``timestamp`` an ISO-8601 string within years 1..9999,
     returned in the canonical text streamwarden writes.
 
-        >>> typed_value(7, "int", "pulse"), typed_value(1, "double", "v"), typed_value("2026-03-01T11:00+01:00", "timestamp", "ts")
-        (7, 1.0, '2026-03-01T10:00:00Z')
+        >>> typed_value(7, "int", "pulse"), typed_value(1, "double", "v")
+        (7, 1.0)
+        >>> typed_value("2026-03-01T11:00+01:00", "timestamp", "ts")
+        '2026-03-01T10:00:00Z'
         >>> typed_value(1.0, "int", "pulse")
         Traceback (most recent call last):
         streamwarden.errors.InputError: pulse must be an int, not 1.0

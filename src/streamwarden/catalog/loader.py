@@ -276,7 +276,8 @@ class _Loader:
             problem = text_problem(node.value)  # "\ud800" in double quotes: not a character any store holds
             if problem is not None:
                 start = node.start_mark.index
-                raise CatalogError(f"this text {problem}", self.source, Span(start, max(node.end_mark.index, start + 1)))
+                raise CatalogError(f"this text {problem}", self.source,
+                                   Span(start, max(node.end_mark.index, start + 1)))
             return node.value
         try:
             return self.constructor.construct_object(node, deep=True)
