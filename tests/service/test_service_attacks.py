@@ -867,6 +867,15 @@ def test_the_allowed_skew_is_an_option_of_open_service(tmp_path, store_url, toke
                                       max_clock_skew=bad))
 
 
+def test_serve_refuses_a_bad_max_clock_skew_before_spark_starts(tmp_path, store_url, capsys):
+    from streamwarden.cli.main import main
+
+    status = main(["serve", "--store", store_url, "--output-dir", str(tmp_path / "out"), "--max-clock-skew", "soon"])
+    assert status == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: --max-clock-skew:1:1: expected a duration such as '10 seconds' or '5 min', found 'soon'"]
+
+
 # -- issue 24, finding 11: a tuple no policy can govern is refused, not accepted and lost --------------
 @pytest.mark.parametrize("missing", ["sp_ts", "sp_csn", "both"])
 def test_an_unstamped_tuple_of_a_punctuated_stream_is_422_naming_the_field(client, tokens, service, missing):
