@@ -817,6 +817,18 @@ def test_years_before_1000_are_written_with_four_digits(client, tokens, service)
     assert written["ts"] == "0001-01-01T00:00:00Z"
 
 
+@pytest.mark.parametrize("attribute", ["roles", "sn", "kind", "sp_csn", "seq"])
+def test_a_punctuated_stream_cannot_have_an_attribute_named_like_an_sp_field(client, tokens, service, attribute):
+    """The engine parses a record's SP fields and attributes as one record: an attribute "roles: int" made
+    every SP's "roles" text a broken record, which the gateway, checking the SP, accepted."""
+    text = CATALOG.replace("pulse: int}", f"pulse: int, {attribute}: int}}", 1)
+    assert text != CATALOG
+    before = service.store.load().text
+    error = assert_error(client.put("/v1/catalog", content=text, headers=tokens.header("root")), 422)
+    assert error.get("line") == 3 and repr(attribute) in error["error"], error
+    assert service.store.load().text == before
+
+
 # -- issue 24, finding 8: no event time from the future -----------------------------------------------
 def _iso(when: Any) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
