@@ -914,10 +914,10 @@ def test_a_tuple_of_a_plain_stream_needs_no_policy(client, tokens, service):
 # -- issue 24, finding 12: crafted numbers and text are 422 naming the field, never 500 -----------------
 LONE_SURROGATE = "\\ud800"  # a valid JSON escape, not a character: nothing UTF-8 can hold it
 CRAFTED_RECORDS = {  # name: (holder, stream, body on line 2, what the error names)
-    "SP tuples 1e400": ("provider7", "Vitals", SP7.replace('"tuples": "*"', '"tuples": 1e400'), "1e400"),
-    "SP sn 1e400": ("provider7", "Vitals", SP7.replace('"sn": 1', '"sn": 1e400'), "1e400"),
+    "SP tuples 1e400": ("provider7", "Vitals", SP7.replace('"tuples": "*"', '"tuples": 1e400'), "tuples"),
+    "SP sn 1e400": ("provider7", "Vitals", SP7.replace('"sn": 1', '"sn": 1e400'), "sn"),
     "double of 400 digits": ("readings", "Readings", GOOD_READING.replace("2.5", "9" * 400), "value"),
-    "seq -1e400": ("readings", "Readings", GOOD_READING.replace("}", ', "seq": -1e400}'), "1e400"),
+    "seq -1e400": ("readings", "Readings", GOOD_READING.replace("}", ', "seq": -1e400}'), "seq"),
     "surrogate in a string": ("provider7", "Vitals", GOOD_VITAL.replace("w1", LONE_SURROGATE), "ward"),
     "surrogate in a quoted pattern": ("provider7", "Vitals", SP7.replace('"Doctor"', f'"\'{LONE_SURROGATE}\'"'),
                                       "roles"),
