@@ -45,7 +45,7 @@ import threading
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from streamwarden.catalog.identity import ProviderKey
 from streamwarden.catalog.model import StreamDef
@@ -96,11 +96,44 @@ def check_records(body: bytes, stream: StreamDef, key: ProviderKey | None, *,
     return [_canonical(_record(number, text, stream, key, keyed, latest)) for number, text in lines]
 
 
+Fail = Callable[[str], ApiError]
+
+
 def _record(number: int, text: str, stream: StreamDef, key: ProviderKey | None, keyed: bool,
             latest: datetime | None) -> dict[str, Any]:
+    """Line ``number`` of a body as the canonical record to write, or the ApiError refusing it."""
     def fail(message: str) -> ApiError:
         return ApiError(422, f"line {number}: {message}", line=number)
 
+    record = _json_object(number, text, fail)
+    provider = stream.punctuated_by
+    if record.get("kind") == "sp":
+        if not stream.punctuated:
+            raise fail(f"stream {stream.name} carries no security punctuations (it has no key)")
+        try:  # the one definition of a valid SP record (the engine's reader is held to it)
+            _, checked = checked_sp_record(record, f"line {number}", provider,
+                                           stream.type_of(provider) if provider else None)
+        except InputError as exc:
+            raise ApiError(422, str(exc).splitlines()[0], line=number) from None
+    else:
+        checked = _tuple(record, stream, fail)
+    if latest is not None:
+        for name in ("ts", "sp_ts"):
+            if name in checked and parse_timestamp(checked[name]) > latest:
+                raise fail(f"{name} {checked[name]} is ahead of the service's clock by more than the allowed skew "
+                           f"(at most {format_timestamp(latest)} now): event time cannot be in the future")
+    if provider is not None:
+        value = checked.get(provider)
+        if value is None:
+            raise fail(f"the record lacks the provider attribute {provider}")
+        if keyed and not _same(value, key):
+            raise ApiError(403, f"line {number}: your token speaks for {provider} = {shown(key)} only, "
+                                f"not {shown(value)}", line=number)
+    return checked
+
+
+def _json_object(number: int, text: str, fail: Fail) -> dict[str, Any]:
+    """One line as a JSON object: no duplicate key, no NaN/Infinity, no number beyond a double."""
     try:
         record = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except _Duplicate as exc:
@@ -116,55 +149,36 @@ def _record(number: int, text: str, stream: StreamDef, key: ProviderKey | None, 
     for name, value in record.items():  # json reads 1e400 as infinity, which no reader can be given back
         if isinstance(value, float) and not math.isfinite(value):
             raise fail(f"{shown(name)} is a number beyond the range of a double")
-    provider = stream.punctuated_by
-    if record.get("kind") == "sp":
-        if not stream.punctuated:
-            raise fail(f"stream {stream.name} carries no security punctuations (it has no key)")
-        try:  # the one definition of a valid SP record (the engine's reader is held to it)
-            _, checked = checked_sp_record(record, f"line {number}", provider,
-                                           stream.type_of(provider) if provider else None)
-        except InputError as exc:
-            raise ApiError(422, str(exc).splitlines()[0], line=number) from None
-        times = ("ts",)
-    else:
-        if "kind" in record:
-            raise fail(f"kind must be \"sp\" or absent (a tuple), not {shown(record['kind'])}")
-        allowed = set(stream.attributes) | {"seq"} | (set(TUPLE_SP_FIELDS) if stream.punctuated else set())
-        extra = sorted(set(record) - allowed)
-        if extra:
-            raise fail(f"stream {stream.name} has no attribute {shown(extra[0])}")
-        if record.get("ts") is None:
-            raise fail("a tuple needs its event time ts")
-        checked = {name: _typed(record[name], name, stream.type_of(name), fail)
-                   for name in stream.attributes if name in record}
-        if stream.punctuated:
-            checked.update(_policy_named(record, fail))
-        if "seq" in record:
-            seq = record["seq"]
-            if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq < 2 ** 63:
-                raise fail("seq must be a non-negative 64-bit integer")
-            checked["seq"] = seq
-        times = ("ts", "sp_ts")
-    if latest is not None:
-        for name in times:
-            if name in checked and parse_timestamp(checked[name]) > latest:
-                raise fail(f"{name} {checked[name]} is ahead of the service's clock by more than the allowed skew "
-                           f"(at most {format_timestamp(latest)} now): event time cannot be in the future")
-    if provider is not None:
-        value = checked.get(provider)
-        if value is None:
-            raise fail(f"the record lacks the provider attribute {provider}")
-        if keyed and not _same(value, key):
-            raise ApiError(403, f"line {number}: your token speaks for {provider} = {shown(key)} only, "
-                                f"not {shown(value)}", line=number)
+    return record
+
+
+def _tuple(record: dict[str, Any], stream: StreamDef, fail: Fail) -> dict[str, Any]:
+    """A tuple: the stream's attributes of their declared types, the policy it names, its ``seq``."""
+    if "kind" in record:
+        raise fail(f"kind must be \"sp\" or absent (a tuple), not {shown(record['kind'])}")
+    allowed = set(stream.attributes) | {"seq"} | (set(TUPLE_SP_FIELDS) if stream.punctuated else set())
+    extra = sorted(set(record) - allowed)
+    if extra:
+        raise fail(f"stream {stream.name} has no attribute {shown(extra[0])}")
+    if record.get("ts") is None:
+        raise fail("a tuple needs its event time ts")
+    checked = {name: _typed(record[name], name, stream.type_of(name), fail)
+               for name in stream.attributes if name in record}
+    if stream.punctuated:
+        checked.update(_policy_named(record, fail))
+    if "seq" in record:
+        seq = record["seq"]
+        if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq < 2 ** 63:
+            raise fail("seq must be a non-negative 64-bit integer")
+        checked["seq"] = seq
     return checked
 
 
-def _policy_named(record: dict[str, Any], fail: Any) -> dict[str, Any]:
+def _policy_named(record: dict[str, Any], fail: Fail) -> dict[str, Any]:
     """A punctuated stream's tuple names the policy it was sent under: ``sp_ts``, the policy's
     ``ts``, and ``sp_csn``, its complete sequence number. The shield denies a tuple without
-    them (a tuple is never governed by a policy it does not name), so it would be accepted
-    and never delivered: it is refused instead."""
+    them (a tuple is never governed by a policy it does not name, not even its provider's
+    latest), so it would be accepted and never delivered: it is refused instead."""
     named = {}
     for name, dtype in TUPLE_SP_FIELDS.items():
         if record.get(name) is None:
@@ -176,7 +190,7 @@ def _policy_named(record: dict[str, Any], fail: Any) -> dict[str, Any]:
     return named
 
 
-def _typed(value: Any, name: str, dtype: str | None, fail: Any) -> Any:
+def _typed(value: Any, name: str, dtype: str | None, fail: Fail) -> Any:
     """``value`` checked against a declared type (None stays NULL), as :func:`typed_value`."""
     try:
         return typed_value(value, dtype, name)
