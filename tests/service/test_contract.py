@@ -130,7 +130,8 @@ def test_catalog_update_reports_the_first_error_with_its_position(client, tokens
 
 def test_provider_records_all_or_nothing_and_only_its_own_substream(client, tokens, service):
     folder = service.inputs["Vitals"]
-    good = '{"ts": "2026-03-01T10:00:00Z", "patient": 7, "ward": "w1", "pulse": 80}\n'
+    good = ('{"ts": "2026-03-01T10:00:00Z", "patient": 7, "ward": "w1", "pulse": 80, '
+            '"sp_ts": "2026-03-01T09:00:00Z", "sp_csn": 1}\n')
     sp = ('{"kind": "sp", "streams": "Vitals", "tuples": "*", "attributes": "*", "roles": "Doctor", '
           '"ts": "2026-03-01T09:00:00Z", "sn": 1, "patient": 7}\n')
     answer = client.post("/v1/streams/Vitals/records", content=sp + good, headers=tokens.header("provider7"))

@@ -378,3 +378,55 @@ def test_fuzz_names_every_authenticated_caller_in_the_trail(label, client, token
 
     run()
     _check_trail(service, _expected_principals(service, sent))
+
+
+# -- issue 24: provider records with SP fields, numbers beyond a double, lone surrogates ----------------
+_STAMPED_VITAL = {**_VITAL, "sp_ts": "2026-03-01T09:00:00Z", "sp_csn": 1}  # a tuple under _SP's policy
+_STAMPED_VITAL_LINE = json.dumps(_STAMPED_VITAL)
+#: JSON tokens json.dumps would not write (1e400 is infinity to Python), and text that is not a character.
+_RAW = ["1e400", "-1e400", "NaN", "Infinity", "1.0", "1E2", "9" * 400, "-0", '"\\ud800"', '"x\\udfff"',
+        '"\\ud83d\\ude00"', '"Doctor\\u0000"', '["Doctor"]', '{"a": 1}', "null", "true", '""', '"{Doctor,"',
+        '"\'*\'"', '"2026-03-01T09:00:00+01:00"', '"9999-12-31T23:59:59Z"', "4097", "0", str(2 ** 31)]
+
+
+@st.composite
+def _provider_line(draw: st.DrawFn, stream: str) -> str:
+    """One record of ``stream`` (or an SP of Vitals), with one field (sometimes two) set to a raw hostile token."""
+    base = draw(st.sampled_from([_STAMPED_VITAL, _SP] if stream == "Vitals" else [_READING]))
+    record = {k: json.dumps(v) for k, v in base.items()}
+    for _ in range(draw(st.sampled_from([1, 1, 1, 2]))):
+        record[draw(st.sampled_from(sorted(base) + ["seq", "other"]))] = draw(st.sampled_from(_RAW))
+    return "{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in record.items()) + "}"
+
+
+def test_fuzz_provider_records_with_crafted_tokens(client, tokens, service):
+    """Whatever a provider sends: 201, 403 or 422 (never a 5xx), an error as one JSON sentence, and
+    what is accepted is written as UTF-8 the gateway itself accepts again unchanged (canonical)."""
+    from streamwarden.service.providers import check_records
+
+    secrets = list(tokens.values())
+    holders = {"Vitals": "provider7", "Readings": "readings"}
+
+    @FUZZ
+    @given(data=st.data(), stream=st.sampled_from(sorted(holders)))
+    def run(data: st.DataObject, stream: str) -> None:
+        lines = [_STAMPED_VITAL_LINE if stream == "Vitals" else json.dumps(_READING),
+                 data.draw(_provider_line(stream), label="line 2")]
+        folder = service.inputs[stream]
+        before = set(folder.iterdir()) if folder.exists() else set()
+        answer = client.post(f"/v1/streams/{stream}/records", content="\n".join(lines),
+                             headers=tokens.header(holders[stream]))
+        check_answer(answer, secrets, f"POST {stream} {lines}")
+        assert answer.status_code in (201, 403, 422), answer.text
+        if answer.status_code != 201:
+            assert answer.json().get("line") == 2, answer.text  # the good first line is never the fault
+        added = set(folder.iterdir()) - before if folder.exists() else set()
+        assert len(added) == (answer.status_code == 201), added
+        for path in added:
+            written = path.read_bytes().decode("utf-8").splitlines()
+            catalog = service.store.load()
+            assert check_records("\n".join(written).encode("utf-8"), catalog.streams[stream], None) == written
+
+    run()
+    service.trail.flush()
+    assert verify(service.store).ok

@@ -19,7 +19,6 @@ from datetime import timedelta
 from typing import Any
 
 from streamwarden.catalog.identity import create_token
-from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.registry import access_periods, own_id
 from streamwarden.runtime.plan import plan_network
 from streamwarden.service import app as app_module

@@ -39,7 +39,8 @@ Q = "SELECT sensor, value FROM Readings"
 ISSUER = "https://issuer.example"
 AUDIENCE = "streamwarden"
 KID = "k1"
-GOOD_VITAL = '{"ts": "2026-03-01T10:00:00Z", "patient": 7, "ward": "w1", "pulse": 80}'
+GOOD_VITAL = ('{"ts": "2026-03-01T10:00:00Z", "patient": 7, "ward": "w1", "pulse": 80, '
+              '"sp_ts": "2026-03-01T09:00:00Z", "sp_csn": 1}')  # sent under SP7's policy
 GOOD_READING = '{"ts": "2026-03-01T10:00:00Z", "sensor": 1, "site": "s1", "value": 2.5}'
 SP7 = ('{"kind": "sp", "streams": "Vitals", "tuples": "*", "attributes": "*", "roles": "Doctor", '
        '"ts": "2026-03-01T09:00:00Z", "sn": 1, "patient": 7}')
@@ -986,3 +987,250 @@ def test_a_served_service_survives_odd_methods_audits_on_and_stops_on_sigterm(tm
         assert served.terminate(timeout=120) == 0
     result = verify(CatalogStore(served.store_url))
     assert result.ok, result.message
+
+
+# -- issue 24, finding 7 (gateway half): the gateway accepts only what the engine reads the same -----
+def _sp7(**changes: Any) -> str:
+    """SP7 with fields changed (a value ``...`` removes the field), as one JSON line."""
+    record = json.loads(SP7)
+    for name, value in changes.items():
+        if value is ...:
+            record.pop(name, None)
+        else:
+            record[name] = value
+    return json.dumps(record)
+
+
+#: SP records the gateway used to accept (201) while the engine calls them broken or reads them
+#: otherwise: a null pattern is "*" to the engine and "None" to Python's str, true is "true" to
+#: Spark and "True" to str, a null sign or flag is a default to the engine, a number is a text.
+SP_OF_ANOTHER_TYPE = {
+    "roles null": ("roles", None),
+    "roles true": ("roles", True),
+    "roles a number": ("roles", 1),
+    "tuples null": ("tuples", None),
+    "tuples a number": ("tuples", 7),
+    "streams null": ("streams", None),
+    "attributes false": ("attributes", False),
+    "sign null": ("sign", None),
+    "sign true": ("sign", True),
+    "immutable null": ("immutable", None),
+    "grant null": ("grant", None),
+    "ts a number": ("ts", 20260301),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SP_OF_ANOTHER_TYPE))
+def test_sp_fields_of_another_json_type_are_422_naming_the_field(client, tokens, service, name):
+    field, value = SP_OF_ANOTHER_TYPE[name]
+    before = _files(service.inputs["Vitals"])
+    error = assert_error(_post(client, tokens, "provider7", GOOD_VITAL + "\n" + _sp7(**{field: value})), 422)
+    assert error.get("line") == 2 and field in error["error"], error
+    assert _files(service.inputs["Vitals"]) == before
+
+
+def test_an_accepted_sp_is_written_canonical_not_echoed(client, tokens, service):
+    sent = _sp7(sign="NEGATIVE", ts="2026-03-01T10:00:00+01:00", seq=4, immutable=..., grant=...)
+    assert _post(client, tokens, "provider7", sent).status_code == 201
+    [written] = [json.loads(p.read_text(encoding="utf-8")) for p in service.inputs["Vitals"].iterdir()]
+    assert written == {"kind": "sp", "streams": "Vitals", "tuples": "*", "attributes": "*", "roles": "Doctor",
+                       "sign": "-", "immutable": False, "grant": False, "ts": "2026-03-01T09:00:00Z", "sn": 1,
+                       "patient": 7, "seq": 4}
+
+
+def test_a_quoted_pattern_value_is_kept_as_sent(client, tokens, service):
+    """Printing a parsed pattern does not give it back: the value '*' would print as *, everything."""
+    assert _post(client, tokens, "provider7", _sp7(roles="{'*', 'Doc tor'}")).status_code == 201
+    [written] = [json.loads(p.read_text(encoding="utf-8")) for p in service.inputs["Vitals"].iterdir()]
+    assert written["roles"] == "{'*', 'Doc tor'}"
+
+
+def test_years_before_1000_are_written_with_four_digits(client, tokens, service):
+    """Python's strftime writes year 1 as "1", which Spark's reader calls a broken record."""
+    old = GOOD_READING.replace("2026-03-01T10:00:00Z", "0001-01-01T00:00:00Z")
+    assert _post(client, tokens, "readings", old, "Readings").status_code == 201
+    [written] = [json.loads(p.read_text(encoding="utf-8")) for p in service.inputs["Readings"].iterdir()]
+    assert written["ts"] == "0001-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize("attribute", ["roles", "sn", "kind", "sp_csn", "seq"])
+def test_a_punctuated_stream_cannot_have_an_attribute_named_like_an_sp_field(client, tokens, service, attribute):
+    """The engine parses a record's SP fields and attributes as one record: an attribute "roles: int" made
+    every SP's "roles" text a broken record, which the gateway, checking the SP, accepted."""
+    text = CATALOG.replace("pulse: int}", f"pulse: int, {attribute}: int}}", 1)
+    assert text != CATALOG
+    before = service.store.load().text
+    error = assert_error(client.put("/v1/catalog", content=text, headers=tokens.header("root")), 422)
+    assert error.get("line") == 3 and repr(attribute) in error["error"], error
+    assert service.store.load().text == before
+
+
+# -- issue 24, finding 8: no event time from the future -----------------------------------------------
+def _iso(when: Any) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _future(minutes: float) -> str:
+    from datetime import datetime, timedelta, timezone
+
+    return _iso(datetime.now(timezone.utc) + timedelta(minutes=minutes))
+
+
+@pytest.mark.parametrize("where", ["tuple ts", "SP ts", "sp_ts"])
+def test_a_record_from_the_far_future_is_422_naming_line_and_field(client, tokens, service, where):
+    far = "9999-01-01T00:00:00Z"
+    body = {"tuple ts": GOOD_VITAL.replace("2026-03-01T10:00:00Z", far),
+            "SP ts": SP7.replace("2026-03-01T09:00:00Z", far),
+            "sp_ts": GOOD_VITAL.replace("2026-03-01T09:00:00Z", far)}[where]
+    before = _files(service.inputs["Vitals"])
+    error = assert_error(_post(client, tokens, "provider7", SP7 + "\n" + body), 422)
+    field = "sp_ts" if where == "sp_ts" else "ts"
+    assert error.get("line") == 2 and error["error"].startswith(f"line 2: {field} 9999-01-01T00:00:00Z is ahead"), error
+    assert _files(service.inputs["Vitals"]) == before
+
+
+def test_the_allowed_skew_is_5_minutes_by_default(client, tokens, service):
+    soon = GOOD_READING.replace("2026-03-01T10:00:00Z", _future(4))
+    later = GOOD_READING.replace("2026-03-01T10:00:00Z", _future(6))
+    assert _post(client, tokens, "readings", soon, "Readings").status_code == 201
+    assert assert_error(_post(client, tokens, "readings", later, "Readings"), 422)["line"] == 1
+
+
+def test_the_allowed_skew_is_an_option_of_open_service(tmp_path, store_url, tokens):
+    from streamwarden.errors import StreamwardenError
+
+    opened = open_service(ServeOptions(store_url=store_url, output_dir=str(tmp_path / "out"), max_clock_skew="1 hour",
+                                       inputs={"Readings": str(tmp_path / "in" / "Readings")}))
+    try:
+        with TestClient(create_app(opened), raise_server_exceptions=False) as c:
+            half = GOOD_READING.replace("2026-03-01T10:00:00Z", _future(30))
+            assert _post(c, tokens, "readings", half, "Readings").status_code == 201
+            two = GOOD_READING.replace("2026-03-01T10:00:00Z", _future(120))
+            assert_error(_post(c, tokens, "readings", two, "Readings"), 422)
+    finally:
+        opened.trail.close()
+    for bad in ("soon", "-5 minutes", "5"):
+        with pytest.raises(StreamwardenError, match="max-clock-skew"):
+            open_service(ServeOptions(store_url=store_url, output_dir=str(tmp_path / "out"), inputs={},
+                                      max_clock_skew=bad))
+
+
+def test_serve_refuses_a_bad_max_clock_skew_before_spark_starts(tmp_path, store_url, capsys):
+    from streamwarden.cli.main import main
+
+    status = main(["serve", "--store", store_url, "--output-dir", str(tmp_path / "out"), "--max-clock-skew", "soon"])
+    assert status == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: --max-clock-skew:1:1: expected a duration such as '10 seconds' or '5 min', found 'soon'"]
+
+
+# -- issue 24, finding 11: a tuple no policy can govern is refused, not accepted and lost --------------
+@pytest.mark.parametrize("missing", ["sp_ts", "sp_csn", "both"])
+def test_an_unstamped_tuple_of_a_punctuated_stream_is_422_naming_the_field(client, tokens, service, missing):
+    record = json.loads(GOOD_VITAL)
+    for name in (("sp_ts", "sp_csn") if missing == "both" else (missing,)):
+        del record[name]
+    before = _files(service.inputs["Vitals"])
+    error = assert_error(_post(client, tokens, "provider7", SP7 + "\n" + json.dumps(record)), 422)
+    assert error.get("line") == 2 and error["error"].startswith(f"line 2: {'sp_ts' if missing == 'both' else missing} "
+                                                                "is missing"), error
+    assert _files(service.inputs["Vitals"]) == before
+
+
+@pytest.mark.parametrize("value", ["null", "0", "-1", "4097", '"1"', "1.0"])
+def test_a_tuple_naming_no_possible_policy_is_422(client, tokens, service, value):
+    body = SP7 + "\n" + GOOD_VITAL.replace('"sp_csn": 1', f'"sp_csn": {value}')
+    assert "sp_csn" in assert_error(_post(client, tokens, "provider7", body), 422)["error"]
+
+
+def test_a_tuple_of_a_plain_stream_needs_no_policy(client, tokens, service):
+    assert _post(client, tokens, "readings", GOOD_READING, "Readings").status_code == 201
+
+
+# -- issue 24, finding 12: crafted numbers and text are 422 naming the field, never 500 -----------------
+LONE_SURROGATE = "\\ud800"  # a valid JSON escape, not a character: nothing UTF-8 can hold it
+CRAFTED_RECORDS = {  # name: (holder, stream, body on line 2, what the error names)
+    "SP tuples 1e400": ("provider7", "Vitals", SP7.replace('"tuples": "*"', '"tuples": 1e400'), "tuples"),
+    "SP sn 1e400": ("provider7", "Vitals", SP7.replace('"sn": 1', '"sn": 1e400'), "sn"),
+    "double of 400 digits": ("readings", "Readings", GOOD_READING.replace("2.5", "9" * 400), "value"),
+    "seq -1e400": ("readings", "Readings", GOOD_READING.replace("}", ', "seq": -1e400}'), "seq"),
+    "surrogate in a string": ("provider7", "Vitals", GOOD_VITAL.replace("w1", LONE_SURROGATE), "ward"),
+    "surrogate in a quoted pattern": ("provider7", "Vitals", SP7.replace('"Doctor"', f'"\'{LONE_SURROGATE}\'"'),
+                                      "roles"),
+    "surrogate in a pattern": ("provider7", "Vitals", SP7.replace('"Doctor"', f'"{LONE_SURROGATE}"'), "roles"),
+    "surrogate in a key": ("provider7", "Vitals", GOOD_VITAL.replace('"ward"', f'"{LONE_SURROGATE}"'), "attribute"),
+    "surrogate in kind": ("provider7", "Vitals", GOOD_VITAL.replace("}", f', "kind": "{LONE_SURROGATE}"}}'), "kind"),
+    "surrogate in ts": ("provider7", "Vitals", GOOD_VITAL.replace("T10:00:00Z", LONE_SURROGATE), "ts"),
+    "low surrogate in a string": ("readings", "Readings", GOOD_READING.replace("s1", "\\udc00"), "site"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CRAFTED_RECORDS))
+def test_crafted_records_are_422_naming_line_and_field(client, tokens, service, name):
+    holder, stream, bad, named = CRAFTED_RECORDS[name]
+    good = GOOD_VITAL if stream == "Vitals" else GOOD_READING
+    before = _files(service.inputs[stream])
+    error = assert_error(_post(client, tokens, holder, good + "\n" + bad, stream), 422)
+    assert error.get("line") == 2 and named in error["error"], error
+    assert _files(service.inputs[stream]) == before
+
+
+def test_a_paired_surrogate_escape_is_a_character(client, tokens, service):
+    body = GOOD_READING.replace("s1", "\\ud83d\\ude00")  # 😀 as JSON escapes it
+    assert _post(client, tokens, "readings", body, "Readings").status_code == 201
+    [written] = [json.loads(p.read_text(encoding="utf-8")) for p in service.inputs["Readings"].iterdir()]
+    assert written["site"] == "\U0001F600"
+
+
+def _json_post(client: TestClient, path: str, text: str, headers: dict[str, str], method: str = "POST") -> Any:
+    return client.request(method, path, content=text, headers={**headers, "Content-Type": "application/json"})
+
+
+CRAFTED_JSON = {  # name: (holder, method, path, raw JSON body, the field the error names)
+    "query id surrogate": ("ann", "POST", "/v1/queries", '{"id": "q\\ud800", "query": "%s"}' % Q, "id"),
+    "query text surrogate": ("ann", "POST", "/v1/queries", '{"id": "q1", "query": "%s \\ud800"}' % Q, "query"),
+    "query level surrogate": ("ann", "POST", "/v1/queries", '{"id": "q1", "query": "%s", "level": "\\udfff"}' % Q,
+                              "level"),
+    "query id 1e400": ("ann", "POST", "/v1/queries", '{"id": 1e400, "query": "%s"}' % Q, "id"),
+    "shared users surrogate": ("root", "POST", "/v1/queries",
+                               '{"id": "s1", "query": "%s", "users": ["\\ud800"]}' % Q, "users"),
+    "key surrogate": ("ann", "POST", "/v1/queries", '{"id": "q1", "query": "%s", "\\ud800": 1}' % Q, "unicode"),
+    "grant query surrogate": ("root", "POST", "/v1/grants", '{"query": "\\ud800", "user": "ann", "sign": "+"}',
+                              "query"),
+    "grant user surrogate": ("root", "POST", "/v1/grants", '{"query": "q1", "user": "\\ud800", "sign": "+"}', "user"),
+    "grant ts surrogate": ("root", "POST", "/v1/grants",
+                           '{"query": "q1", "user": "ann", "sign": "+", "ts": "\\ud800"}', "ts"),
+    "grant sign 1e400": ("root", "POST", "/v1/grants", '{"query": "q1", "user": "ann", "sign": 1e400}', "sign"),
+    "action start surrogate": ("root", "PUT", "/v1/actions/a1", '{"start": "\\ud800"}', "start"),
+    "action target 1e400": ("root", "PUT", "/v1/actions/a1", '{"target": 1e400}', "target"),
+    "action target -1e400": ("root", "PUT", "/v1/actions/a1", '{"target": -1e400}', "target"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CRAFTED_JSON))
+def test_crafted_json_bodies_are_422_naming_the_field(client, tokens, service, name):
+    holder, method, path, text, named = CRAFTED_JSON[name]
+    error = assert_error(_json_post(client, path, text, tokens.header(holder), method), 422)
+    assert named in error["error"] or error.get("field") == named, error
+
+
+@pytest.mark.parametrize("path", ["/v1/queries/q%ED%A0%80", "/v1/queries/%ED%A0%80/rows", "/v1/actions/%ED%A0%80"])
+def test_a_surrogate_in_a_path_is_not_500(client, tokens, service, path):
+    method = "PUT" if "actions" in path else "GET"
+    answer = _json_post(client, path, '{"target": 1.0}', tokens.header("root" if method == "PUT" else "ann"), method)
+    assert_error(answer, (404, 422))
+
+
+@pytest.mark.parametrize("where", ["a where clause", "a server policy pattern", "a stream's key"])
+def test_a_catalog_holding_a_lone_surrogate_is_422_at_its_line(client, tokens, service, where):
+    text = {
+        "a where clause": CATALOG.replace('where: "value < 50"', 'where: "site = \'\\ud800\'"'),
+        "a server policy pattern": CATALOG.replace(
+            "punctuated_by: patient", 'punctuated_by: patient\n    server_policies: [{roles: "\'\\ud800\'"}]'),
+        "a stream's key": CATALOG.replace("key: patient", 'key: "\\ud800"'),
+    }[where]
+    before = service.store.load().text
+    line = next(i for i, row in enumerate(text.splitlines(), start=1) if "\\ud800" in row)
+    error = assert_error(client.put("/v1/catalog", content=text, headers=tokens.header("root")), 422)
+    assert error.get("line") == line and "lone surrogate" in error["error"], error
+    assert service.store.load().text == before

@@ -29,14 +29,20 @@ import yaml
 
 from streamwarden.catalog.lattice import Lattice, LevelError, LevelSource
 from streamwarden.catalog.model import PRIVILEGES, TYPES, Action, Catalog, Policy, Role, StreamDef, TimeBound, User
-from streamwarden.catalog.punctuations import sp_from_record
+from streamwarden.catalog.punctuations import SP_FIELDS, sp_from_record
 from streamwarden.errors import CatalogError, SourceError, SourceText, Span, StreamwardenError
+from streamwarden.records import text_problem
 from streamwarden.language import ast
 from streamwarden.language.expressions import Scope, bind_expression, parse_timestamp
 from streamwarden.language.parser import MAX_DURATION_SECONDS, MIN_DURATION_SECONDS, parse_duration, parse_expression
 from streamwarden.names import check_catalog_names
 
 Path_ = tuple[object, ...]
+
+
+#: Names a punctuated stream's records give a meaning of their own (besides ``ts``): SP fields,
+#: the policy a tuple names, the arrival stamp.
+_SP_RECORD_FIELDS = frozenset(SP_FIELDS) - {"ts"} | {"sp_ts", "sp_csn", "seq"}
 
 
 def level_text(raw: Any) -> str:
@@ -272,6 +278,11 @@ class _Loader:
         (``!!int abc``, a date such as ``2026-02-30``, an integer of thousands of digits), is a
         CatalogError at the value."""
         if node.style is not None:
+            problem = text_problem(node.value)  # "\ud800" in double quotes: not a character any store holds
+            if problem is not None:
+                start = node.start_mark.index
+                raise CatalogError(f"this text {problem}", self.source,
+                                   Span(start, max(node.end_mark.index, start + 1)))
             return node.value
         try:
             return self.constructor.construct_object(node, deep=True)
@@ -396,6 +407,10 @@ class _Loader:
                     self.fail(path + (option,), f"stream {name}: {option} needs a key (the attribute SP tuple "
                                                 f"patterns match)", key=True)
             return
+        for attribute in schema:  # the reader parses SP fields and attributes as one record: one type each
+            if attribute in _SP_RECORD_FIELDS:
+                self.fail(path + ("schema", attribute), f"stream {name} is punctuated: its attribute {attribute!r} "
+                          f"would share a name with a field of its SP records or tuples; rename it", key=True)
         provider = options.get("punctuated_by")
         if provider is not None:
             provider = self.name(provider, path + ("punctuated_by",), f"punctuated_by of {name}")

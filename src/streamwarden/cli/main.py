@@ -308,6 +308,10 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"how late a tuple may arrive and still count in an aggregate's windows: {DURATION}")
     serve.add_argument("--trigger", default="1 second", metavar="DURATION",
                        help=f"micro-batch interval: {DURATION} (default 1 second)")
+    serve.add_argument("--max-clock-skew", default="5 minutes", metavar="DURATION",
+                       help=f"refuse a provider's record whose event time is further ahead of this machine's clock: "
+                            f"{DURATION} (default 5 minutes; one far-future reading would move the watermark past "
+                            f"every other provider's readings)")
     serve.add_argument("--spark-nice", default=10, type=int, choices=range(0, 20), metavar="N",
                        help="run Spark's JVM and Python workers at this niceness (0-19, default 10), so requests are "
                             "answered before micro-batches run; 0: the same priority")
@@ -758,7 +762,7 @@ def _serve(args: argparse.Namespace) -> int:
         host=args.host, port=args.port, tls_cert=args.tls_cert, tls_key=args.tls_key, jwks=args.jwks,
         issuer=args.issuer, audience=args.audience, checkpoint=args.checkpoint, sp_folder=args.sp_folder,
         trigger=_trigger(args.trigger), lateness=_lateness(args.lateness), log_dir=args.log_dir,
-        spark_nice=args.spark_nice))
+        spark_nice=args.spark_nice, max_clock_skew=args.max_clock_skew))
 
 
 def _sp(args: argparse.Namespace) -> int:

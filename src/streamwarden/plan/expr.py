@@ -291,9 +291,17 @@ def render_literal(lit: Literal) -> str:
 
 
 def format_timestamp(value: datetime) -> str:
-    """ISO-8601 UTC text used everywhere streamwarden writes a timestamp."""
+    """ISO-8601 UTC text used everywhere streamwarden writes a timestamp: always four digits
+    of year (``strftime("%Y")`` writes year 1 as ``1``, which Spark's reader and
+    ``fromisoformat`` refuse).
+
+    >>> format_timestamp(datetime(1, 1, 1, tzinfo=timezone.utc))
+    '0001-01-01T00:00:00Z'
+    >>> format_timestamp(datetime(2026, 3, 1, 10, 0, 0, 500, timezone.utc))
+    '2026-03-01T10:00:00.000500Z'
+    """
     value = value.astimezone(timezone.utc)
-    text = value.strftime("%Y-%m-%dT%H:%M:%S")
+    text = f"{value.year:04d}-" + value.strftime("%m-%dT%H:%M:%S")
     if value.microsecond:
         text += f".{value.microsecond:06d}"
     return text + "Z"

@@ -18,7 +18,7 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, AsyncIterator, Literal
 
@@ -48,7 +48,7 @@ from streamwarden.service.auth import Authenticator
 from streamwarden.service.errors import ApiError, forbidden, position_of, unauthenticated
 from streamwarden.service.host import NetworkHost
 from streamwarden.service.metrics import Metrics
-from streamwarden.service.providers import MAX_BODY, append_records, check_records
+from streamwarden.service.providers import MAX_BODY, MAX_CLOCK_SKEW, append_records, check_records
 from streamwarden.plan.expr import format_timestamp
 from streamwarden.service.queries import Entry, QueryBook, explain_for, explanation, periods_json
 from streamwarden.service.trail import AuditTrail
@@ -79,6 +79,8 @@ class Service:
     trail: AuditTrail
     host: NetworkHost | None = None
     metrics: Metrics = field(default_factory=Metrics)
+    #: how far ahead of this service's clock a provider's event time may be
+    max_clock_skew: timedelta = MAX_CLOCK_SKEW
 
     book: QueryBook = field(init=False)
 
@@ -405,9 +407,10 @@ def create_app(service: Service) -> FastAPI:
         if stream not in catalog.streams or stream not in service.inputs:
             raise ApiError(404, f"stream {stream} takes no records here")
         body = await _body(request, MAX_BODY)
+        latest = datetime.now(timezone.utc) + service.max_clock_skew  # no event time from the future
         # checking and the file's fsync run in a worker thread: the event loop keeps serving reads
         lines = await asyncio.to_thread(check_records, body, catalog.streams[stream], principal.key,
-                                        keyed=principal.key is not None)
+                                        keyed=principal.key is not None, latest=latest)
         await asyncio.to_thread(append_records, service.inputs[stream], lines)
         service.metrics.records(stream, len(lines))
         return JSONResponse({"stream": stream, "accepted": len(lines)}, status_code=201)

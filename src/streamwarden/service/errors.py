@@ -14,13 +14,23 @@ class ApiError(Exception):
     fields that locate the fault (``line``/``column`` in a text the caller sent)."""
 
     def __init__(self, status: int, message: str, **extra: Any):
+        message = _encodable(message)
         super().__init__(message)
         self.status = status
         self.message = message
-        self.extra = {k: v for k, v in extra.items() if v is not None}
+        self.extra = {k: _encodable(v) if isinstance(v, str) else v for k, v in extra.items() if v is not None}
 
     def body(self) -> dict[str, Any]:
         return {"error": self.message, **self.extra}
+
+
+def _encodable(text: str) -> str:
+    r"""``text`` as the answer can encode it: a lone surrogate a caller sent (JSON's ``\ud800``) escaped.
+
+    >>> _encodable("id \ud800")
+    'id \\ud800'
+    """
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def unauthenticated(reason: str = "a valid bearer token is required") -> ApiError:

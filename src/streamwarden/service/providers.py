@@ -5,11 +5,19 @@ closed), so the gateway lets nothing through that the engine would call broken, 
 rewrites what it accepts in the engine's own canonical form:
 
 * the body is UTF-8 JSON lines (split at LF only, :mod:`streamwarden.records`); each line
-  one JSON object, with no duplicate key and no ``NaN``/``Infinity``;
+  one JSON object, with no duplicate key, no ``NaN``/``Infinity``, no number beyond a
+  double (``1e400``) and no string holding a lone surrogate (``"\\ud800"``);
 * a tuple has ``ts`` and only the stream's attributes (plus ``seq``, a provider's arrival
-  stamp), each of its declared type and range (``int`` 32 bits, ``long`` 64, finite
+  stamp), each of its declared JSON type and range only
+  (:func:`streamwarden.records.typed_value`: ``int`` 32 bits, ``long`` 64, finite
   ``double``, timestamps in ISO-8601 within years 1..9999);
-* a punctuated stream also takes SP records (``"kind": "sp"``), parsed as the shield does;
+* a punctuated stream also takes SP records (``"kind": "sp"``), valid by the one
+  definition of an SP record, :func:`streamwarden.catalog.punctuations.checked_sp_record`,
+  and written as its canonical record; its tuples name the policy they were sent under
+  (``sp_ts``, ``sp_csn``): a tuple without them would be accepted and never delivered;
+* no event time (``ts``, an SP's ``ts``, ``sp_ts``) lies ahead of the service's clock by
+  more than the allowed skew (``serve --max-clock-skew``, default 5 minutes): one reading
+  dated 9999 would move the stream's watermark past every other provider's readings;
 * a provider token for one sub-stream (``--key``) may only send tuples and SPs whose
   ``punctuated_by`` attribute is its own value: the gateway decides who may speak for whom.
 
@@ -35,26 +43,31 @@ import os
 import secrets
 import threading
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from streamwarden.catalog.identity import ProviderKey
 from streamwarden.catalog.model import StreamDef
-from streamwarden.catalog.punctuations import sp_from_record
+from streamwarden.catalog.punctuations import MAX_SN, checked_sp_record
 from streamwarden.errors import InputError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import PRIVATE_FILE, private_dir
 from streamwarden.plan.expr import format_timestamp
-from streamwarden.records import record_lines
+from streamwarden.records import record_lines, shown, typed_value
 from streamwarden.service.errors import ApiError
 
 MAX_BODY = 16 * 1024 * 1024  # bytes in one request: a bigger batch is several requests
 MAX_RECORDS = 100_000
-#: Fields a tuple of a punctuated stream may carry besides its attributes: the sp-batch that governs it.
+#: How far ahead of the service's clock a record's event time may be (``serve --max-clock-skew``).
+#: Providers' clocks drift and their devices batch, so a small lead must pass; any lead is also
+#: how far one provider can move the stream's watermark past the others' on-time readings (with
+#: ``--lateness`` at least this, none is dropped). Five minutes is the tolerance clock-checking
+#: protocols commonly use (Kerberos's default): minutes of unsynchronized drift pass, a mistyped
+#: year or a hostile 9999 does not.
+MAX_CLOCK_SKEW = timedelta(minutes=5)
+#: Fields a tuple of a punctuated stream carries besides its attributes: the sp-batch that governs it.
 TUPLE_SP_FIELDS = {"sp_ts": "timestamp", "sp_csn": "int"}
-SP_FIELDS = ("kind", "streams", "tuples", "attributes", "roles", "sign", "immutable", "grant", "ts", "sn")
-_RANGES = {"int": 2 ** 31, "long": 2 ** 63}
 _lock = threading.Lock()
 _last_name = [""]
 
@@ -64,9 +77,10 @@ class _Duplicate(ValueError):
 
 
 def check_records(body: bytes, stream: StreamDef, key: ProviderKey | None, *,
-                  keyed: bool = False) -> list[str]:
+                  keyed: bool = False, latest: datetime | None = None) -> list[str]:
     """The body's records in canonical JSON, or :class:`ApiError` (422) for the first bad one.
-    ``keyed``: the caller speaks for the sub-stream ``key`` only."""
+    ``keyed``: the caller speaks for the sub-stream ``key`` only. ``latest``: the latest event
+    time accepted (the service's clock plus the allowed skew; None: no bound)."""
     if len(body) > MAX_BODY:
         raise ApiError(413, f"the body is larger than {MAX_BODY} bytes: send it in several requests")
     try:
@@ -79,17 +93,51 @@ def check_records(body: bytes, stream: StreamDef, key: ProviderKey | None, *,
         raise ApiError(422, "the body holds no record: send JSON lines, one record per line")
     if len(lines) > MAX_RECORDS:
         raise ApiError(413, f"more than {MAX_RECORDS} records in one request: send them in several")
-    return [_canonical(_record(number, text, stream, key, keyed)) for number, text in lines]
+    return [_canonical(_record(number, text, stream, key, keyed, latest)) for number, text in lines]
 
 
-def _record(number: int, text: str, stream: StreamDef, key: ProviderKey | None, keyed: bool) -> dict[str, Any]:
+Fail = Callable[[str], ApiError]
+
+
+def _record(number: int, text: str, stream: StreamDef, key: ProviderKey | None, keyed: bool,
+            latest: datetime | None) -> dict[str, Any]:
+    """Line ``number`` of a body as the canonical record to write, or the ApiError refusing it."""
     def fail(message: str) -> ApiError:
         return ApiError(422, f"line {number}: {message}", line=number)
 
+    record = _json_object(number, text, fail)
+    provider = stream.punctuated_by
+    if record.get("kind") == "sp":
+        if not stream.punctuated:
+            raise fail(f"stream {stream.name} carries no security punctuations (it has no key)")
+        try:  # the one definition of a valid SP record (the engine's reader is held to it)
+            _, checked = checked_sp_record(record, f"line {number}", provider,
+                                           stream.type_of(provider) if provider else None)
+        except InputError as exc:
+            raise ApiError(422, str(exc).splitlines()[0], line=number) from None
+    else:
+        checked = _tuple(record, stream, fail)
+    if latest is not None:
+        for name in ("ts", "sp_ts"):
+            if name in checked and parse_timestamp(checked[name]) > latest:
+                raise fail(f"{name} {checked[name]} is ahead of the service's clock by more than the allowed skew "
+                           f"(at most {format_timestamp(latest)} now): event time cannot be in the future")
+    if provider is not None:
+        value = checked.get(provider)
+        if value is None:
+            raise fail(f"the record lacks the provider attribute {provider}")
+        if keyed and not _same(value, key):
+            raise ApiError(403, f"line {number}: your token speaks for {provider} = {shown(key)} only, "
+                                f"not {shown(value)}", line=number)
+    return checked
+
+
+def _json_object(number: int, text: str, fail: Fail) -> dict[str, Any]:
+    """One line as a JSON object: no duplicate key, no NaN/Infinity, no number beyond a double."""
     try:
         record = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except _Duplicate as exc:
-        raise fail(f"the key {str(exc)[:64]!r} appears twice") from None
+        raise fail(f"the key {shown(str(exc))} appears twice") from None
     except RecursionError:
         raise fail("not JSON this service reads (nested too deeply)") from None
     except ValueError as exc:
@@ -98,84 +146,56 @@ def _record(number: int, text: str, stream: StreamDef, key: ProviderKey | None, 
                        column=column) from None
     if not isinstance(record, dict):
         raise fail("a record must be a JSON object")
-    provider = stream.punctuated_by
-    if record.get("kind") == "sp":
-        if not stream.punctuated:
-            raise fail(f"stream {stream.name} carries no security punctuations (it has no key)")
-        extra = sorted(set(record) - set(SP_FIELDS) - ({provider} if provider else set()) - {"seq"})
-        if extra:
-            raise fail(f"an SP record has no field {extra[0][:64]!r}")
-        try:
-            sp_from_record(record, f"line {number}", provider)
-        except InputError as exc:
-            raise ApiError(422, str(exc).splitlines()[0], line=number) from None
-        checked = dict(record)
-        checked["ts"] = format_timestamp(parse_timestamp(str(record["ts"])))
-        if provider is not None:
-            checked[provider] = _typed(record.get(provider), provider, stream, fail)
-    else:
-        if "kind" in record:
-            raise fail(f"kind must be \"sp\" or absent (a tuple), not {str(record['kind'])[:32]!r}")
-        allowed = set(stream.attributes) | {"seq"} | (set(TUPLE_SP_FIELDS) if stream.punctuated else set())
-        extra = sorted(set(record) - allowed)
-        if extra:
-            raise fail(f"stream {stream.name} has no attribute {extra[0][:64]!r}")
-        if record.get("ts") is None:
-            raise fail("a tuple needs its event time ts")
-        checked = {name: _typed(record[name], name, stream, fail) for name in stream.attributes if name in record}
-        for name, dtype in TUPLE_SP_FIELDS.items():  # the policy (sp_ts, sp_csn) a tuple says governs it
-            if name in record:
-                checked[name] = _typed_as(record[name], name, dtype, fail)
+    for name, value in record.items():  # json reads 1e400 as infinity, which no reader can be given back
+        if isinstance(value, float) and not math.isfinite(value):
+            raise fail(f"{shown(name)} is a number beyond the range of a double")
+    return record
+
+
+def _tuple(record: dict[str, Any], stream: StreamDef, fail: Fail) -> dict[str, Any]:
+    """A tuple: the stream's attributes of their declared types, the policy it names, its ``seq``."""
+    if "kind" in record:
+        raise fail(f"kind must be \"sp\" or absent (a tuple), not {shown(record['kind'])}")
+    allowed = set(stream.attributes) | {"seq"} | (set(TUPLE_SP_FIELDS) if stream.punctuated else set())
+    extra = sorted(set(record) - allowed)
+    if extra:
+        raise fail(f"stream {stream.name} has no attribute {shown(extra[0])}")
+    if record.get("ts") is None:
+        raise fail("a tuple needs its event time ts")
+    checked = {name: _typed(record[name], name, stream.type_of(name), fail)
+               for name in stream.attributes if name in record}
+    if stream.punctuated:
+        checked.update(_policy_named(record, fail))
     if "seq" in record:
         seq = record["seq"]
         if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq < 2 ** 63:
             raise fail("seq must be a non-negative 64-bit integer")
         checked["seq"] = seq
-    if provider is not None:
-        value = checked.get(provider)
-        if value is None:
-            raise fail(f"the record lacks the provider attribute {provider}")
-        if keyed and not _same(value, key):
-            raise ApiError(403, f"line {number}: your token speaks for {provider} = {_shown(key)} only, "
-                                f"not {_shown(value)}", line=number)
     return checked
 
 
-def _typed(value: Any, name: str, stream: StreamDef, fail: Any) -> Any:
-    """``value`` checked against the attribute's declared type (None stays NULL)."""
-    return _typed_as(value, name, stream.type_of(name), fail)
+def _policy_named(record: dict[str, Any], fail: Fail) -> dict[str, Any]:
+    """A punctuated stream's tuple names the policy it was sent under: ``sp_ts``, the policy's
+    ``ts``, and ``sp_csn``, its complete sequence number. The shield denies a tuple without
+    them (a tuple is never governed by a policy it does not name, not even its provider's
+    latest), so it would be accepted and never delivered: it is refused instead."""
+    named = {}
+    for name, dtype in TUPLE_SP_FIELDS.items():
+        if record.get(name) is None:
+            raise fail(f"{name} is missing: a tuple of a punctuated stream names the policy it was sent under "
+                       f"(sp_ts: its SPs' ts, sp_csn: how many SPs it has), or no one may ever read it")
+        named[name] = _typed(record[name], name, dtype, fail)
+    if not 1 <= named["sp_csn"] <= MAX_SN:
+        raise fail(f"sp_csn must be the number of the policy's SPs, 1 to {MAX_SN}, not {named['sp_csn']}")
+    return named
 
 
-def _typed_as(value: Any, name: str, dtype: str | None, fail: Any) -> Any:
-    if value is None:
-        return None
-    if dtype in _RANGES:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise fail(f"{name} must be an {dtype}, not {_shown(value)}")
-        if not -_RANGES[dtype] <= value < _RANGES[dtype]:
-            raise fail(f"{name} is out of the range of an {dtype}")
-        return value
-    if dtype == "double":
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-            raise fail(f"{name} must be a finite number, not {_shown(value)}")
-        return float(value)
-    if dtype == "boolean":
-        if not isinstance(value, bool):
-            raise fail(f"{name} must be true or false, not {_shown(value)}")
-        return value
-    if dtype == "string":
-        if not isinstance(value, str):
-            raise fail(f"{name} must be a string, not {_shown(value)}")
-        return value
-    if dtype == "timestamp":
-        try:
-            when: datetime = parse_timestamp(value) if isinstance(value, str) else None  # type: ignore[assignment]
-        except ValueError:
-            when = None  # type: ignore[assignment]
-        if when is None:
-            raise fail(f"{name} must be an ISO-8601 timestamp such as 2026-03-01T10:00:00Z")
-        return format_timestamp(when)
-    raise fail(f"{name} has an unknown type {dtype}")
+def _typed(value: Any, name: str, dtype: str | None, fail: Fail) -> Any:
+    """``value`` checked against a declared type (None stays NULL), as :func:`typed_value`."""
+    try:
+        return typed_value(value, dtype, name)
+    except InputError as exc:
+        raise fail(str(exc)) from None
 
 
 def append_records(folder: str | os.PathLike[str], lines: list[str]) -> Path:
@@ -216,10 +236,6 @@ def _same(value: Any, key: ProviderKey | None) -> bool:
     return key is not None and type(value) is type(key) and value == key
 
 
-def _shown(value: Any) -> str:
-    return json.dumps(value)[:40] if not isinstance(value, str) else repr(value[:40])
-
-
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     record: dict[str, Any] = {}
     for k, v in pairs:
@@ -233,4 +249,4 @@ def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
-__all__ = ["MAX_BODY", "append_records", "check_records"]
+__all__ = ["MAX_BODY", "MAX_CLOCK_SKEW", "append_records", "check_records"]

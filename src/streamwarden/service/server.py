@@ -15,6 +15,7 @@ import logging
 import signal
 import sys
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -23,6 +24,7 @@ import uvicorn
 from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.loader import load_catalog
 from streamwarden.errors import StreamwardenError
+from streamwarden.language.parser import parse_duration
 from streamwarden.names import check_name, private_dir
 from streamwarden.service.app import Service, create_app
 from streamwarden.service.auth import Authenticator, JwtIssuer
@@ -53,6 +55,7 @@ class ServeOptions:
     poll_seconds: float = 1.0
     log_dir: str | None = None  # Spark's own log goes here (default: logs/ next to the store)
     spark_nice: int = 10  # Spark's scheduling priority below the HTTP service's (0: the same)
+    max_clock_skew: str = "5 minutes"  # how far ahead of the clock a provider's event time may be
 
 
 def open_service(options: ServeOptions, host: Any = None) -> Service:
@@ -79,8 +82,9 @@ def open_service(options: ServeOptions, host: Any = None) -> Service:
             raise StreamwardenError(f"--input {stream}={folder}: the service appends files to a folder, not a file")
         inputs[stream] = private_dir(path)
     issuer = JwtIssuer(options.jwks, options.issuer, options.audience) if options.jwks else None  # type: ignore[arg-type]
+    skew = timedelta(seconds=parse_duration(options.max_clock_skew, "--max-clock-skew", zero=True))
     return Service(store, server, Path(options.output_dir), inputs, Authenticator(store, issuer), AuditTrail(store),
-                   host)
+                   host, max_clock_skew=skew)
 
 
 class _Server(uvicorn.Server):
