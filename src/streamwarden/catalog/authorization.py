@@ -37,7 +37,8 @@ a user's own query closes its streams to her other own queries:
 
     >>> import tempfile, os
     >>> server = AuthorizationServer("sqlite:///" + os.path.join(tempfile.mkdtemp(), "auth.db"))
-    >>> server.grant("q1", "ann", "2026-03-01T10:00:00Z"); server.revoke("q1", "ann", "2026-03-01T10:05:00Z")
+    >>> [c.line for c in server.grant("q1", "ann", "2026-03-01T10:00:00Z") + server.revoke("q1", "ann", "2026-03-01T10:05:00Z")]
+    [1, 2]
     >>> [(c.user, c.grant) for c in server.history()]
     [('ann', True), ('ann', False)]
     >>> sorted(p.name for p in server.sp_folder.iterdir())

@@ -59,7 +59,7 @@ from streamwarden.catalog.model import Catalog, StreamDef
 from streamwarden.catalog.store import (CatalogStore, UTCDateTime, UnknownName, _sources, _utc, add_missing_columns,
                                        create_tables, incarnation_of)
 from streamwarden.errors import SourceError, StreamwardenError
-from streamwarden.names import check_name
+from streamwarden.names import check_name, looks_like_token
 
 #: What every token starts with: recognisable in a leaked log or a secret scanner's rules.
 PREFIX = "swt_"
@@ -71,7 +71,6 @@ _ID_HEX = 16  # 64 random bits: unique enough to name a token, not a secret
 # token_urlsafe(32) is 43 URL-safe characters (which include "_": the id is split off first)
 _TOKEN = re.compile(r"swt_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
 _TOKEN_LENGTH = len(PREFIX) + _ID_HEX + 1 + 43
-_TOKEN_ANYWHERE = re.compile(r"swt_[0-9a-f]{16}_[A-Za-z0-9_-]{20,}")
 _MAX_KEY_TEXT = 128
 
 #: A provider's sub-stream value, typed as its stream's ``punctuated_by`` attribute.
@@ -156,16 +155,6 @@ def key_text(key: ProviderKey) -> str:
     if isinstance(key, bool):
         return "true" if key else "false"
     return str(key)
-
-
-def looks_like_token(text: str) -> bool:
-    """Does ``text`` hold something shaped like a token (to keep tokens out of logs and the
-    audit trail)?
-
-    >>> looks_like_token("user:ann"), looks_like_token("Bearer swt_" + "ab" * 8 + "_" + "x" * 43)
-    (False, True)
-    """
-    return PREFIX in text and _TOKEN_ANYWHERE.search(text) is not None
 
 
 def token_id(token: str) -> str | None:

@@ -25,7 +25,8 @@ from streamwarden.errors import InputError, StreamwardenError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.language.patterns import Pattern, parse_pattern
 from streamwarden.plan.expr import format_timestamp
-from streamwarden.records import shown, text_problem, typed_value
+from streamwarden.catalog.values import shown, typed_value
+from streamwarden.records import text_problem
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -163,7 +164,7 @@ def checked_sp_record(record: Mapping[str, object], where: str, provider_attribu
     * ``ts`` is an ISO-8601 string within years 1..9999; ``sn`` a JSON integer 1..:data:`MAX_SN`;
     * ``seq``, if present, a JSON integer 0..2**63-1;
     * the provider attribute (when the stream has one) is present, not null, and of
-      ``provider_type`` (see :func:`streamwarden.records.typed_value`).
+      ``provider_type`` (see :func:`streamwarden.catalog.values.typed_value`).
 
     The canonical record writes every field (sign as ``+``/``-``, ``ts`` in UTC), so whoever
     reads it gets this SP. Patterns stay the texts that parsed: printing a parsed pattern

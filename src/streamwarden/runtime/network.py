@@ -347,18 +347,11 @@ class NetworkRuntime(StreamsRunner):
         compiling each of its pipelines exactly as :meth:`_start` would and asking Spark's own
         checker of streaming plans, without starting anything."""
         plan = plan_network(catalog, [query], lateness=self.lateness)
-        with self._lock:
-            previous = self.catalog
-            self.catalog = catalog
+        for pipeline in plan.pipelines:
             try:
-                for pipeline in plan.pipelines:
-                    try:
-                        frame = self._frame(pipeline)
-                        _check_streaming(frame)
-                    except Exception as exc:  # whatever Spark or the compiler refuses: the message, one line
-                        return _first_line(exc)
-            finally:
-                self.catalog = previous
+                _check_streaming(self._frame(pipeline, catalog))
+            except Exception as exc:  # whatever Spark or the compiler refuses: the message, one line
+                return _first_line(exc)
         return None
 
     def _prepare(self, pipeline: Pipeline) -> _Running:
@@ -435,20 +428,20 @@ class NetworkRuntime(StreamsRunner):
         return False
 
     def _start(self, running: _Running) -> StreamingQuery:
-        rows = self._frame(running.pipeline)
+        assert self.catalog is not None
+        rows = self._frame(running.pipeline, self.catalog)
         writer = stream_writer(rows, running.checkpoint / "spark", trigger=self.trigger,
                                available_now=self.available_now, query_name=running.pipeline.name,
                                each_batch=_TerminalSwitch(self, running))
         return start_writer(writer, self.spark)
 
-    def _frame(self, pipeline: Pipeline) -> DataFrame:
+    def _frame(self, pipeline: Pipeline, catalog: Catalog) -> DataFrame:
         """The streaming frame a pipeline runs: its event time and each row as JSON."""
         streams = {s.stream for s in sources(pipeline.rewriting.plan)}
         line_read = {s.stream for s in sources(pipeline.rewriting.plan)
                      if s.window is not None and s.window.kind == "rows"}
-        assert self.catalog is not None
-        check_inputs(self.catalog, streams, self.inputs, line_read=line_read, must_exist=False)
-        job = build_job(self.spark, self.catalog, pipeline.rewriting, {s: self.inputs[s] for s in streams},
+        check_inputs(catalog, streams, self.inputs, line_read=line_read, must_exist=False)
+        job = build_job(self.spark, catalog, pipeline.rewriting, {s: self.inputs[s] for s in streams},
                         streaming=True, store_url=self.store.url, lateness=self.lateness, event_time=True,
                         metrics_tag=f"_{pipeline.name.replace('-', '_')}")
         frame = job.union()

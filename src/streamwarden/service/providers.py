@@ -9,7 +9,7 @@ rewrites what it accepts in the engine's own canonical form:
   double (``1e400``) and no string holding a lone surrogate (``"\\ud800"``);
 * a tuple has ``ts`` and only the stream's attributes (plus ``seq``, a provider's arrival
   stamp), each of its declared JSON type and range only
-  (:func:`streamwarden.records.typed_value`: ``int`` 32 bits, ``long`` 64, finite
+  (:func:`streamwarden.catalog.values.typed_value`: ``int`` 32 bits, ``long`` 64, finite
   ``double``, timestamps in ISO-8601 within years 1..9999);
 * a punctuated stream also takes SP records (``"kind": "sp"``), valid by the one
   definition of an SP record, :func:`streamwarden.catalog.punctuations.checked_sp_record`,
@@ -54,7 +54,8 @@ from streamwarden.errors import InputError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import PRIVATE_FILE, private_dir
 from streamwarden.plan.expr import format_timestamp
-from streamwarden.records import record_lines, shown, typed_value
+from streamwarden.catalog.values import shown, typed_value
+from streamwarden.records import record_lines
 from streamwarden.service.errors import ApiError
 
 MAX_BODY = 16 * 1024 * 1024  # bytes in one request: a bigger batch is several requests
