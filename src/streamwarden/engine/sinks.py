@@ -246,6 +246,55 @@ def start_writer(writer: DataStreamWriter, spark: SparkSession) -> StreamingQuer
     return writer.start()
 
 
+#: Where a query's checkpoint keeps the numbers of its outputs' micro-batches (:class:`BatchNumbers`).
+NUMBERS = "streamwarden_numbers"
+
+
+class BatchNumbers:
+    """Numbers for one output's micro-batches that hold rows: 0, 1, 2, ... in order.
+
+    Spark's batch ids count every micro-batch, also those whose tuples the policies or a
+    level's guard removed entirely: an output numbered by them (or written at every batch)
+    counts, in its gaps, the arrivals of tuples its reader may not see. An output numbered
+    here shows only its own rows. The record is one small private file in the query's
+    checkpoint: the last batch id given a number and that number. Spark retries only its
+    latest batch, with the same id and the same rows, so a retry gets the number it had and
+    its output replaces itself (exactly once). Without a record, numbering starts at
+    ``first()`` (after what an output already holds).
+
+        >>> import tempfile
+        >>> record = Path(tempfile.mkdtemp()) / "numbers.json"
+        >>> numbers = BatchNumbers(record)
+        >>> numbers.number(4), numbers.number(4), numbers.number(9), BatchNumbers(record).number(9)
+        (0, 0, 1, 1)
+    """
+
+    def __init__(self, record: Path, first: Callable[[], int] = lambda: 0):
+        self.record = record
+        self.first = first
+
+    def number(self, batch_id: int) -> int:
+        """The number of Spark's batch ``batch_id`` (the same on a retry), recorded before any
+        output is written under it."""
+        last = self._last()
+        if last is not None and last[0] == batch_id:
+            return last[1]
+        number = last[1] + 1 if last is not None else self.first()
+        private_dir(self.record.parent)
+        partial = self.record.with_name(f".{self.record.name}.partial")
+        with open_private(partial) as handle:
+            handle.write(json.dumps({"batch": batch_id, "number": number}) + "\n")
+        partial.replace(self.record)  # atomically: a crash leaves the old record or the new one
+        return number
+
+    def _last(self) -> tuple[int, int] | None:
+        try:
+            record = json.loads(self.record.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        return int(record["batch"]), int(record["number"])
+
+
 def start_stream(
     job: Job,
     sink: str,
