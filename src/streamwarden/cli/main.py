@@ -339,20 +339,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _show_warning
             return _dispatch(args)
     except SourceError as exc:
-        _trace(debug)
+        _trace(debug, args)
         print(f"error: {exc.one_line()}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except StreamwardenError as exc:
-        _trace(debug)
+        _trace(debug, args)
         print(f"error: {(str(exc).splitlines() or [type(exc).__name__])[0]}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        _trace(debug)
+        _trace(debug, args)
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # the one top-level guard: anything unexpected is one line
-        _trace(debug)
-        print(f"error: {_describe(exc)}" + _where_to_look(debug), file=sys.stderr)
+        _trace(debug, args)
+        print(f"error: {_describe(exc)}" + _where_to_look(debug, args), file=sys.stderr)
         return EXIT_UNEXPECTED
     finally:
         os.umask(previous_umask)
@@ -384,30 +384,33 @@ def _log_dir(args: argparse.Namespace) -> Path:
     return CatalogStore(getattr(args, "store", None), create=False).home / "logs"
 
 
-def _where_to_look(debug: bool) -> str:
+def _where_to_look(debug: bool, args: argparse.Namespace) -> str:
     """After an unexpected failure's line: where its trace and Spark's log are. Only then is
     Spark's log worth a look: bad input is named on its one line, and Spark logs routine
     warnings (a loopback host name, no native Hadoop) at every start."""
     where = [] if debug else ["run with --debug for the trace"]
-    where += _spark_log_note()
+    where += _spark_log_note(args)
     return f" ({'; '.join(where)})" if where else ""
 
 
-def _spark_log_note() -> list[str]:
-    """``["Spark's log: PATH"]`` once this command's Spark logs to a file, else ``[]``."""
+def _spark_log_note(args: argparse.Namespace) -> list[str]:
+    """``["Spark's log: PATH"]`` once this command's Spark logs to the file it asked for (not
+    for a command that starts no Spark, nor in a process whose Spark someone else started)."""
+    if not hasattr(args, "log_dir"):
+        return []
     try:
         from streamwarden.engine.spark_log import spark_log_path
     except Exception:  # pragma: no cover - Spark not importable at all
         return []
     log = spark_log_path()
-    return [] if log is None else [f"Spark's log: {log}"]
+    return [f"Spark's log: {log}"] if log is not None and log == (_log_dir(args) / "spark.log").resolve() else []
 
 
-def _trace(debug: bool) -> None:
+def _trace(debug: bool, args: argparse.Namespace) -> None:
     """With ``--debug``: the Python trace, and where Spark's own log (its Java traces) is."""
     if debug:
         traceback.print_exc()
-        for note in _spark_log_note():
+        for note in _spark_log_note(args):
             print(note, file=sys.stderr)
 
 
@@ -495,7 +498,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                         trigger=_trigger(args.trigger), available_now=args.available_now,
                         join_strategy=args.join_strategy,
                         level=args.level, into=args.into)
-        print(f"running {query.id} -> {args.sink} ({'; '.join(['Ctrl-C to stop', *_spark_log_note()])})",
+        print(f"running {query.id} -> {args.sink} ({'; '.join(['Ctrl-C to stop', *_spark_log_note(args)])})",
               file=sys.stderr)
         from streamwarden.runtime.runner import QueryRunner
 
@@ -709,7 +712,7 @@ def _network_run(args: argparse.Namespace) -> int:
     runtime.start(available_now=args.available_now)
     until = "until its input is processed" if args.available_now else "Ctrl-C to stop"
     print(f"network of {len(queries)} queries running as {len(runtime.streams)} pipelines, checkpoint {root}; "
-          f"grant/revoke/register/check with --store {store.url} ({'; '.join([until, *_spark_log_note()])})",
+          f"grant/revoke/register/check with --store {store.url} ({'; '.join([until, *_spark_log_note(args)])})",
           file=sys.stderr)
     return _until_done(runtime, "the network", poll_seconds=min(2.0, _seconds(args.trigger)))
 

@@ -26,6 +26,7 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from streamwarden.engine.session import current_settings, start_spark
+from streamwarden.names import private_dir
 
 #: Spark's log4j2 configuration while streamwarden runs: warnings and errors on stderr (the log
 #: file). PySpark's gateway is Spark's "interpreter": its logger at the root's level, or
@@ -74,7 +75,7 @@ def logging_to(log_dir: Path) -> Iterator[Path]:
     ``log_dir/spark.log`` (created private) with :data:`LOG4J2`; py4j's Python logger writes
     there too from then on. Yields the log file's path."""
     global _log
-    log_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(log_dir)  # Spark's log may quote the plans' policies and a failed task's values
     config, log = log_dir / "log4j2.properties", log_dir / "spark.log"
     config.write_text(LOG4J2)
     saved = os.environ.get("SPARK_SUBMIT_OPTS")
