@@ -142,6 +142,35 @@ def test_broken_record_names_file_and_record(spark, drill_catalog, tmp_path, cap
     assert not out.exists()
 
 
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_broken_record_from_a_fresh_process_is_one_line_and_spark_logs_to_a_file(tmp_path, debug: bool) -> None:
+    """A process of its own starts its own JVM, whose stderr and log4j are the terminal's unless
+    streamwarden moves them (the in-process test above cannot see them): Spark's 25-line Java
+    trace goes to logs/spark.log next to the store, the user reads one line (issue 24, finding
+    12); ``--debug`` adds the Python trace and where Spark's log is, never the Java trace."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "Position.jsonl"
+    path.write_text(json.dumps(POSITION[0]) + "\n" + '{"ts": "2026-03-01T10:00:01Z", "SID": "one", "Pos": 1.0}\n')
+    env = {**os.environ, "STREAMWARDEN_STORE": f"sqlite:///{tmp_path / 'home' / 'store.db'}"}
+    done = subprocess.run([sys.executable, "-m", "streamwarden.cli.main", *(["--debug"] * debug), "replay",
+                           "--catalog", str(DRILL_CATALOG), "--user", "paul", "--query", "SELECT SID FROM Position",
+                           "--input", f"Position={path}", "--output", str(tmp_path / "o.jsonl")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[-1].startswith("error: broken record in stream Position") and '"one"' not in done.stderr
+    log = tmp_path / "home" / "logs" / "spark.log"
+    if debug:
+        assert lines[0] == "Traceback (most recent call last):" and f"Spark's log: {log}" in lines
+    else:
+        assert lines == [lines[-1]], done.stderr
+    assert "\tat org.apache" not in done.stderr and "WARN" not in done.stderr and "log4j" not in done.stderr
+    assert "ERROR Executor" in log.read_text() and oct(log.stat().st_mode & 0o777) == "0o600"
+
+
 def test_empty_result_is_not_an_error(spark, drill_catalog, inputs, tmp_path) -> None:
     out = tmp_path / "o.jsonl"
     assert main(["replay", "--catalog", str(DRILL_CATALOG), "--user", "rick", "--query", "SELECT SID FROM Position",

@@ -124,3 +124,61 @@ def test_broken_record_stops_the_run_and_loses_nothing(spark, drill_catalog, tmp
     stream.awaitTermination()
     assert strip(read_sink(spark, sink)) == strip(
         api.replay(drill_catalog, "paul", query, {"Position": incoming}, spark=spark))
+
+
+def _sink_listing(sink) -> list[tuple[str, list[str]]]:  # type: ignore[no-untyped-def]
+    """Everything a reader of a sink folder can list (hidden files too) and every row in it, with
+    the random job ids Spark puts in file names replaced (they say nothing)."""
+    import re
+
+    listing = []
+    for path in sorted(sink.rglob("*")):
+        name = re.sub(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", "JOB", str(path.relative_to(sink)))
+        rows = sorted(path.read_text().splitlines()) if path.is_file() and name.startswith("part-") else []
+        listing.append((name, rows))
+    return listing
+
+
+def test_a_run_sink_shows_nothing_of_micro_batches_whose_rows_the_policies_removed(spark, drill_catalog,
+                                                                                  tmp_path) -> None:
+    """Issue 24: Spark's file sink wrote ``_spark_metadata/N`` for every micro-batch, also one
+    whose tuples paul may not see, so his sink said when hidden tuples arrived. Now a batch
+    without rows leaves no trace and the files are numbered by the sink's own sequence: his
+    sink is the same, file for file, whether or not a file of another platoon came in between."""
+    import os
+
+    visible = [[POSITION[0]], [POSITION[3]]]  # platoon X: paul's
+    hidden = [POSITION[1], POSITION[2]]  # platoon Y, far from any action's target: not his
+
+    def run(root, files) -> list[tuple[str, list[str]]]:  # type: ignore[no-untyped-def]
+        for n, records in enumerate(files):
+            path = write_jsonl(root / "in" / f"part-{n}.jsonl", records)
+            os.utime(path, (1_700_000_000 + n, 1_700_000_000 + n))  # read one a micro-batch, in this order
+        stream = api.run(drill_catalog, "paul", "SELECT ts, SID, Pos FROM Position", {"Position": root / "in"},
+                         str(root / "sink"), checkpoint=root / "c", store_url=sqlite_url(root / "s.db"), spark=spark,
+                         max_files_per_trigger=1, available_now=True)
+        stream.awaitTermination()
+        assert stream.exception() is None and len(stream.recentProgress) >= len(files)
+        return _sink_listing(root / "sink")
+
+    alone = run(tmp_path / "alone", visible)
+    between = run(tmp_path / "between", [visible[0], hidden, visible[1]])
+    assert between == alone
+    assert [rows for _, rows in alone if rows] and len(read_sink(spark, tmp_path / "between" / "sink")) == 2
+
+
+def test_a_retried_batch_replaces_its_own_file_and_an_empty_one_takes_no_number(spark, tmp_path) -> None:
+    """What Spark does after a crash between the sink's rename and its commit: the same batch
+    id again, with the same rows. The file is replaced, never doubled; numbering goes on."""
+    from streamwarden.engine.sinks import NUMBERS, BatchNumbers, RowFiles
+
+    sink = tmp_path / "sink"
+    sink.mkdir()
+    write = RowFiles(sink, BatchNumbers(tmp_path / "c" / NUMBERS / "sink.json"))
+    rows = spark.createDataFrame([(1,), (2,)], "v int")
+    write(rows, 7)
+    write(rows, 7)  # the retry
+    write(rows.limit(0), 8)  # every row removed: no file, no number
+    write(rows.filter("v = 2"), 9)
+    assert sorted(p.name for p in sink.iterdir()) == ["part-0000000000.json", "part-0000000001.json"]
+    assert sorted(r["v"] for r in read_sink(spark, sink)) == [1, 2, 2]

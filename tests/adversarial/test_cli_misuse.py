@@ -301,3 +301,84 @@ def test_ctrl_c_during_run_stops_cleanly_with_exit_130(files) -> None:
     lines = [line for line in err.splitlines() if line.strip()]
     assert lines == [lines[0]] and lines[0].startswith("interrupted: stopped the query"), err
     assert "Traceback" not in err and "py4j" not in err.lower()
+
+
+# -- issue 24, finding 12: SIGTERM to the process group (systemd, a container runtime) -------------------
+def _continuous(files: dict[str, Path], command: str, *, available_now: bool = False) -> list[str]:
+    """``run`` or ``network run`` of ann's ``SELECT v FROM S``, on a checkpoint kept across starts."""
+    root = files["root"]
+    tail = ["--checkpoint", str(root / "ck"), "--trigger", "0.5 seconds", *(["--available-now"] * available_now)]
+    if command == "run":
+        return ["run", "--catalog", str(files["catalog"]), "--user", "ann", "--query", "SELECT v FROM S",
+                "--input", f"S={root / 'in' / 'S'}", "--sink", str(root / "sink"), *tail]
+    return ["network", "run", "--input", f"S={root / 'in' / 'S'}", "--output-dir", str(root / "out"), *tail]
+
+
+def _values_out(files: dict[str, Path], command: str) -> list[int]:
+    """Every ``v`` the command has written so far (repeats included)."""
+    root = files["root"]
+    if command == "run":
+        lines = [line for part in sorted((root / "sink").glob("part-*")) for line in part.read_text().splitlines()]
+        return [json.loads(line)["v"] for line in lines if line.strip()]
+    from streamwarden.runtime.deliveries import read_rows
+
+    folder = root / "out" / "ann" / "q1"
+    return [row["v"] for row in read_rows(folder, after=0, limit=10 ** 6).rows] if folder.is_dir() else []
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("command", ["run", "network run"])
+def test_sigterm_to_the_process_group_stops_cleanly_with_exit_0_and_loses_nothing(files, command: str) -> None:
+    """A supervisor's stop (SIGTERM to the whole group, Spark's JVM included) while micro-batches
+    run: one line, exit 0, and a restart on the same checkpoint writes every value exactly once."""
+    import threading
+
+    root = files["root"]
+    env = {**os.environ, "STREAMWARDEN_STORE": sqlite_url(root / "s.db")}
+    (root / "plain.yaml").write_text("queries:\n  - {id: q1, users: [ann], query: 'SELECT v FROM S'}\n")
+    written, stop = [1], threading.Event()
+
+    def provider() -> None:  # a file every 0.1 s, moved in whole (the reader never sees half a file)
+        while not stop.wait(0.1) and len(written) < 600:
+            value = written[-1] + 1
+            staged = write_jsonl(root / "staging" / f"f{value:05d}.jsonl", [{"ts": "2026-03-01T10:00:01Z", "v": value}])
+            os.replace(staged, root / "in" / "S" / staged.name)
+            written.append(value)
+
+    if command == "network run":  # registered and granted ahead, as an operator does
+        assert main(["network", "register", str(root / "plain.yaml"), "--catalog", str(files["catalog"]),
+                     "--store", env["STREAMWARDEN_STORE"]]) == 0
+        assert main(["grant", "--query", "q1", "--user", "ann", "--ts", "2026-03-01T10:00:00Z",
+                     "--store", env["STREAMWARDEN_STORE"]]) == 0
+    process = subprocess.Popen([sys.executable, "-m", "streamwarden.cli.main", *_continuous(files, command)],
+                               cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    sending = threading.Thread(target=provider)
+    try:
+        started = time.monotonic()
+        line = process.stderr.readline()  # type: ignore[union-attr]
+        while "Ctrl-C to stop" not in line and time.monotonic() - started < 180 and process.poll() is None:
+            line = process.stderr.readline()  # type: ignore[union-attr]
+        assert "Ctrl-C to stop" in line, line
+        sending.start()
+        deadline = time.monotonic() + 120
+        while len(_values_out(files, command)) < 5 and time.monotonic() < deadline:
+            time.sleep(0.2)  # polling a subprocess from outside: micro-batches are being committed
+        os.killpg(process.pid, signal.SIGTERM)
+        _, err = process.communicate(timeout=120)
+    finally:
+        stop.set()
+        if sending.is_alive():
+            sending.join(30)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 0, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines == [lines[0]] and lines[0].startswith("stopped the ") and "(SIGTERM)" in lines[0], err
+    assert "Traceback" not in err and "py4j" not in err.lower()
+
+    again = subprocess.run([sys.executable, "-m", "streamwarden.cli.main",
+                            *_continuous(files, command, available_now=True)],
+                           cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert sorted(_values_out(files, command)) == written  # every value exactly once

@@ -12,10 +12,11 @@ in the live store), ``grant``/``revoke`` and ``network`` (shared networks), ``sp
 Errors print one line on stderr naming what is wrong and where: exit status 2 for bad
 input (a file, a record, an argument, a name that exists nowhere); 3 for anything
 unexpected (one line, ``--debug`` prints the trace); 130 when interrupted (Ctrl-C stops
-a running query cleanly, keeping what it committed). ``audit verify`` exits 1 when it
-finds the trail tampered with: a finding, not a usage error. Every file the CLI creates is
-private to its owner: the process umask is 077 (Spark starts with it, see
-:mod:`streamwarden.engine.session`).
+a running query cleanly, keeping what it committed); SIGTERM stops ``run``, ``network
+run`` and ``serve`` the same way with exit 0 (a supervisor's ordinary stop). ``audit
+verify`` exits 1 when it finds the trail tampered with: a finding, not a usage error.
+Every file the CLI creates is private to its owner: the process umask is 077 (Spark
+starts with it, see :mod:`streamwarden.engine.session`).
 """
 
 from __future__ import annotations
@@ -87,9 +88,14 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"micro-batch interval: {DURATION} (default 2 seconds)")
         p.add_argument("--available-now", action="store_true", help="process what is there, then stop")
 
-    def spark_args(p: argparse.ArgumentParser) -> None:
-        """Where Spark runs and its settings, on every command that starts Spark
-        (:func:`streamwarden.engine.session.spark_settings` merges and checks them)."""
+    def spark_args(p: argparse.ArgumentParser, log_dir: str | None = "") -> None:
+        """Where Spark runs, its settings and its log, on every command that starts Spark
+        (:func:`streamwarden.engine.session.spark_settings` merges and checks them).
+        ``log_dir``: more help for ``--log-dir`` (None: the command has no such option)."""
+        if log_dir is not None:
+            p.add_argument("--log-dir", default=None, metavar="DIR",
+                           help="Spark's own log (its warnings, errors and Java traces) goes to DIR/spark.log, not "
+                                "to the terminal (default: logs/ next to the store)" + log_dir)
         p.add_argument("--master", default=None, metavar="URL",
                        help="Spark master: local[N], local[*], local-cluster[n,c,m], spark://HOST:PORT, yarn or "
                             "k8s://https://HOST:PORT (default: $STREAMWARDEN_MASTER, else local[2])")
@@ -186,7 +192,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="instead: start the service (streamwarden serve) on the shared network's data, printing a "
                            "token for each user (make serve); Ctrl-C stops it")
     demo.add_argument("--port", default=8470, type=_port, metavar="PORT", help="with --serve: the port (default 8470)")
-    spark_args(demo)
+    spark_args(demo, log_dir=None)  # its log is in --workdir
 
     sp = command(sub, "sp", "print the SP records a data provider sends for INSERT SP statements")
     sp.add_argument("statements", nargs="+", metavar="STATEMENT",
@@ -315,10 +321,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--spark-nice", default=10, type=int, choices=range(0, 20), metavar="N",
                        help="run Spark's JVM and Python workers at this niceness (0-19, default 10), so requests are "
                             "answered before micro-batches run; 0: the same priority")
-    serve.add_argument("--log-dir", default=None, metavar="DIR",
-                       help="Spark's own log goes to DIR/spark.log (default: logs/ next to the store); the service "
-                            "logs JSON lines on stderr")
-    spark_args(serve)
+    spark_args(serve, "; the service logs JSON lines on stderr")
 
     command(sub, "bench", "run the benchmarks (same as make bench)")
     return parser
@@ -340,20 +343,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _show_warning
             return _dispatch(args)
     except SourceError as exc:
-        _trace(debug)
+        _trace(debug, args)
         print(f"error: {exc.one_line()}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except StreamwardenError as exc:
-        _trace(debug)
+        _trace(debug, args)
         print(f"error: {(str(exc).splitlines() or [type(exc).__name__])[0]}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        _trace(debug)
+        _trace(debug, args)
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # the one top-level guard: anything unexpected is one line
-        _trace(debug)
-        print(f"error: {_describe(exc)}" + ("" if debug else " (run with --debug for the trace)"), file=sys.stderr)
+        _trace(debug, args)
+        print(f"error: {_describe(exc)}" + _where_to_look(debug, args), file=sys.stderr)
         return EXIT_UNEXPECTED
     finally:
         os.umask(previous_umask)
@@ -365,14 +368,54 @@ def _spark_settings(args: argparse.Namespace) -> ContextManager[object]:
     starts Spark during the command (see :func:`streamwarden.engine.session.requested`)."""
     if not hasattr(args, "conf"):
         return nullcontext()
+    from dataclasses import replace
+
     from streamwarden.engine.session import requested, spark_settings
 
-    return requested(spark_settings(args.master, args.conf))
+    settings = spark_settings(args.master, args.conf)
+    if hasattr(args, "log_dir"):
+        settings = replace(settings, log_dir=_log_dir(args))
+    return requested(settings)
 
 
-def _trace(debug: bool) -> None:
+def _log_dir(args: argparse.Namespace) -> Path:
+    """Where Spark's own log goes: ``--log-dir``, else ``logs/`` next to the command's store
+    (``--store``, else the default one), where its checkpoints go too."""
+    if args.log_dir is not None:
+        return Path(args.log_dir)
+    from streamwarden.catalog.store import CatalogStore
+
+    return CatalogStore(getattr(args, "store", None), create=False).home / "logs"
+
+
+def _where_to_look(debug: bool, args: argparse.Namespace) -> str:
+    """After an unexpected failure's line: where its trace and Spark's log are. Only then is
+    Spark's log worth a look: bad input is named on its one line, and Spark logs routine
+    warnings (a loopback host name, no native Hadoop) at every start."""
+    where = [] if debug else ["run with --debug for the trace"]
+    where += _spark_log_note(args)
+    return f" ({'; '.join(where)})" if where else ""
+
+
+def _spark_log_note(args: argparse.Namespace) -> list[str]:
+    """``["Spark's log: PATH"]`` once this command's Spark logs to the file it asked for (not
+    for a command that starts no Spark, nor in a process whose Spark someone else started)."""
+    if not hasattr(args, "log_dir"):
+        return []
+    try:
+        from streamwarden.engine.spark_log import spark_log_path
+    except Exception:  # pragma: no cover - Spark not importable at all
+        return []
+    log = spark_log_path()
+    return [f"Spark's log: {log}"] if log is not None and log == (_log_dir(args) / "spark.log").resolve() else []
+
+
+def _trace(debug: bool, args: argparse.Namespace) -> None:
+    """With ``--debug``: the Python trace, and where Spark's own log (its Java traces) is."""
     if debug:
         traceback.print_exc()
+        for note in _spark_log_note(args):
+            print(note, file=sys.stderr)
 
 
 def _describe(exc: BaseException) -> str:
@@ -459,7 +502,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                         trigger=_trigger(args.trigger), available_now=args.available_now,
                         join_strategy=args.join_strategy,
                         level=args.level, into=args.into)
-        print(f"running {query.id} -> {args.sink} (Ctrl-C to stop)", file=sys.stderr)
+        print(f"running {query.id} -> {args.sink} ({'; '.join(['Ctrl-C to stop', *_spark_log_note(args)])})",
+              file=sys.stderr)
         from streamwarden.runtime.runner import QueryRunner
 
         return _until_done(QueryRunner(query, available_now=args.available_now), f"the query {query.id}")
@@ -510,11 +554,14 @@ def _lateness(text: str) -> str:
 
 def _until_done(runner: Any, what: str, *, poll_seconds: float = 2.0, batch_grace: float = 120.0) -> int:
     """Keep a runner (:class:`streamwarden.runtime.runner.Runner`) going until it ends (with
-    ``available_now``) or Ctrl-C, applying the store's live changes every ``poll_seconds``.
+    ``available_now``), Ctrl-C or SIGTERM, applying the store's live changes every ``poll_seconds``.
 
-    Ctrl-C stops it cleanly with one line and exit 130: the micro-batch under way is let
-    finish (at most ``batch_grace`` seconds; a second Ctrl-C stops at once), so what it
-    committed stays and nothing is interrupted half-way; a broken record or another failure
+    A stop signal stops it cleanly with one line: the micro-batch under way is let finish (at
+    most ``batch_grace`` seconds; a second signal stops at once), so what it committed stays and
+    nothing is interrupted half-way. Ctrl-C (SIGINT) is exit 130, an interruption; SIGTERM is
+    exit 0, the ordinary stop a supervisor asks for (systemd, a container runtime: both send it
+    to the whole process group, whose JVM ignores it, see
+    :func:`streamwarden.engine.session.launch_driver_jvm`). A broken record or another failure
     stops every part and is raised as it is."""
     import signal
     import threading
@@ -522,19 +569,21 @@ def _until_done(runner: Any, what: str, *, poll_seconds: float = 2.0, batch_grac
 
     from streamwarden.engine.execute import input_errors
 
-    interrupted, hurry = threading.Event(), threading.Event()
+    stopping, hurry = threading.Event(), threading.Event()
+    received: list[int] = []
 
-    def on_sigint(signum: int, frame: Any) -> None:
-        (hurry if interrupted.is_set() else interrupted).set()
+    def on_signal(signum: int, frame: Any) -> None:
+        received.append(signum)
+        (hurry if stopping.is_set() else stopping).set()
 
-    handler = None
+    handlers: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        # Not PySpark's handler (cancel every job, raise inside a Py4J call): note it, stop in order.
-        handler = signal.signal(signal.SIGINT, on_sigint)
+        # Not PySpark's SIGINT handler (cancel every job, raise inside a Py4J call): note it, stop in order.
+        handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with input_errors():  # a broken record stops the run; committed output stays
             next_poll = time.monotonic() + poll_seconds
-            while not interrupted.is_set():
+            while not stopping.is_set():
                 if runner.wait(0.5):
                     break
                 runner.check()
@@ -542,16 +591,19 @@ def _until_done(runner: Any, what: str, *, poll_seconds: float = 2.0, batch_grac
                     runner.poll()
                     next_poll = time.monotonic() + poll_seconds
             deadline = time.monotonic() + batch_grace
-            while interrupted.is_set() and not hurry.is_set() and time.monotonic() < deadline and runner.in_batch():
+            while stopping.is_set() and not hurry.is_set() and time.monotonic() < deadline and runner.in_batch():
                 time.sleep(0.1)
     finally:
-        if handler is not None:
-            signal.signal(signal.SIGINT, handler)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
         _quiet_stop(runner)
-    if interrupted.is_set():
-        print(f"interrupted: stopped {what}; what it committed is kept", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    return 0
+    if not received:
+        return 0
+    if received[0] == signal.SIGTERM:
+        print(f"stopped {what} (SIGTERM); what it committed is kept", file=sys.stderr)
+        return 0
+    print(f"interrupted: stopped {what}; what it committed is kept", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def _quiet_stop(runner: Any) -> None:
@@ -664,7 +716,8 @@ def _network_run(args: argparse.Namespace) -> int:
     runtime.start(available_now=args.available_now)
     until = "until its input is processed" if args.available_now else "Ctrl-C to stop"
     print(f"network of {len(queries)} queries running as {len(runtime.streams)} pipelines, checkpoint {root}; "
-          f"grant/revoke/register/check with --store {store.url} ({until})", file=sys.stderr)
+          f"grant/revoke/register/check with --store {store.url} ({'; '.join([until, *_spark_log_note(args)])})",
+          file=sys.stderr)
     code = _until_done(runtime, "the network", poll_seconds=min(2.0, _seconds(args.trigger)))
     failed = runtime.failures()  # each stopped alone, the others ran on; said once in the log as it happened
     if failed and code == 0:

@@ -26,6 +26,7 @@ from typing import Callable, Iterator
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
+from pyspark.sql import Window as SparkWindow
 from pyspark.sql import functions as F
 
 from streamwarden.catalog.lattice import Lattice
@@ -47,7 +48,7 @@ BUCKET = "__time_bucket"
 EVENT = "_event"
 #: Arrival order of a relation's tuples (seq, file, line), for [ROWS n] windows: ``R___arrival``.
 ARRIVAL = "_arrival"
-#: A tuple's place among the stream's visible tuples (replay of joins over [ROWS n]): ``R___rank``.
+#: A tuple's place among the stream's visible tuples (replay of joins over [ROWS n], see rank_points).
 RANK = "_rank"
 #: How many tuples an aggregate row is computed over (for a policy's ``min_group``).
 GROUP_SIZE = "__group_size"
@@ -72,7 +73,7 @@ class Inputs:
 def compile_graph(root: Node, inputs: Inputs) -> DataFrame:
     """The DataFrame computing ``root`` (each shared node compiled once)."""
     needs_actions = bool(_graph_actions(root))
-    compiler = _Compiler(inputs, needs_actions)
+    compiler = _Compiler(inputs, needs_actions, {} if inputs.streaming else rank_points(root))
     frame = compiler.compile(root)
     for watcher in _watchers.get():
         watcher.append(Compiled(root, inputs, tuple(compiler.built)))
@@ -110,6 +111,30 @@ def watching() -> Iterator[list[Compiled]]:
 def policy_ids(root: Node) -> tuple[str, ...]:
     """Every policy id a row of ``root`` can carry in ``_policies``: its secure views' (sorted)."""
     return tuple(sorted({v.policy_id for n in walk(root) if isinstance(n, SecureView) for v in n.views}))
+
+
+#: The operators that make a stream's tuples the user's view of it, each over that stream alone.
+_SECURING = (LevelGuard, Shield, SecureView)
+
+
+def rank_points(root: Node) -> dict[int, str]:
+    """Where a replay ranks the tuples of each ``[ROWS n]`` relation a join counts (by node
+    ``id()``: the relation): at the top of the operators that secure it (a level's guard, a
+    provider's shield, the secure read view right after it, Carminati et al.'s Definition
+    5.2), below the query's own selections. So a rank counts the tuples of the user's view,
+    and a window the last n of them, as for a ``[ROWS n]`` aggregate: how many hidden tuples
+    lie between two visible ones cannot decide whether they pair, and the query's WHERE picks
+    pairs among the window's tuples without deciding which enter it."""
+    counted = {id(s) for join in walk(root) if isinstance(join, Join) for s in sources(join) if _counted(s.window)}
+    parents: dict[int, Node] = {id(child): node for node in walk(root) for child in node.children()}
+    points = {}
+    for node in walk(root):
+        if isinstance(node, Source) and id(node) in counted:
+            top: Node = node
+            while isinstance(parents.get(id(top)), _SECURING) and len(sources(parents[id(top)])) == 1:
+                top = parents[id(top)]
+            points[id(top)] = node.relation
+    return points
 
 
 def _graph_actions(root: Node) -> set[str]:
@@ -192,9 +217,10 @@ def _rows_value(call: AggCall, column: str) -> SparkColumn:
 
 
 class _Compiler(_RowsWindows):
-    def __init__(self, inputs: Inputs, needs_actions: bool):
+    def __init__(self, inputs: Inputs, needs_actions: bool, ranked: dict[int, str] | None = None):
         self.inputs = inputs
         self.needs_actions = needs_actions
+        self.ranked = ranked or {}  # see rank_points
         self.memo: dict[int, DataFrame] = {}
         self.built: list[tuple[Node, DataFrame]] = []  # every operator compiled, children first
         self.handlers: dict[type, Callable[[Node], DataFrame]] = {
@@ -209,9 +235,17 @@ class _Compiler(_RowsWindows):
             handler = self.handlers.get(type(node))
             if handler is None:
                 raise UnsupportedError(f"the Spark backend cannot run {type(node).__name__} (node {node.id})")
-            self.memo[key] = handler(node)
-            self.built.append((node, self.memo[key]))
+            frame = handler(node)
+            if key in self.ranked:
+                frame = self.rank(frame, self.ranked[key])
+            self.memo[key] = frame
+            self.built.append((node, frame))
         return self.memo[key]
+
+    def rank(self, frame: DataFrame, relation: str) -> DataFrame:
+        """``R___rank``: each tuple's place among ``frame``'s, by time then arrival (replay)."""
+        order = [F.col(physical_name(relation, "ts")), F.col(physical_name(relation, ARRIVAL))]
+        return frame.withColumn(physical_name(relation, RANK), F.row_number().over(SparkWindow.orderBy(*order)))
 
     # -- one function per operator ----------------------------------------------------------
     def source(self, node: Source) -> DataFrame:  # type: ignore[override]

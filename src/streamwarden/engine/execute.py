@@ -17,7 +17,7 @@ from typing import Iterable, Iterator, Mapping
 from urllib.parse import unquote
 
 from pyspark.sql import Column as SparkColumn
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamwarden.catalog.lattice import Lattice, Level
@@ -182,8 +182,6 @@ def read_relations(
             raw[name], counts = guarded(raw[name], stream, *level, streaming=streaming, tag=metrics_tag)
             if counts is not None and shepherd_counts is not None:
                 shepherd_counts[name] = counts
-        if name in counted and not streaming:  # joins over [ROWS n] compare places in the visible stream
-            raw[name] = raw[name].withColumn("_rank", F.row_number().over(Window.orderBy("ts", "_arrival")))
     frames = {}
     for s in sources(plan):
         frame = as_relation(raw[s.stream], catalog.streams[s.stream], s.relation)

@@ -45,11 +45,11 @@ from __future__ import annotations
 import os
 import re
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from pyspark.sql import SparkSession
 
@@ -93,6 +93,7 @@ class SparkSettings:
 
     master: str
     conf: Mapping[str, str]
+    log_dir: Path | None = None  # Spark's own log goes to log_dir/spark.log (None: this process's stderr)
 
     @property
     def ships_package(self) -> bool:
@@ -198,6 +199,12 @@ def requested(settings: SparkSettings) -> Iterator[SparkSettings]:
         _requested = previous
 
 
+def current_settings() -> SparkSettings:
+    """The settings a session started now would get: the CLI command's (:func:`requested`),
+    else the environment's and the defaults."""
+    return _requested if _requested is not None else spark_settings()
+
+
 def get_spark(master: str | None = None, app_name: str = "streamwarden", conf: Sequence[str] = ()) -> SparkSession:
     """The active SparkSession, or a new one from ``master`` and ``conf`` (``KEY=VALUE``
     strings; neither given: the CLI command's, see :func:`requested`, else the
@@ -206,27 +213,75 @@ def get_spark(master: str | None = None, app_name: str = "streamwarden", conf: S
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    if master is not None or conf:
-        settings = spark_settings(master, conf)
-    else:
-        settings = _requested if _requested is not None else spark_settings()
+    settings = spark_settings(master, conf) if master is not None or conf else current_settings()
     return start_spark(settings, app_name)
 
 
 def start_spark(settings: SparkSettings, app_name: str = "streamwarden") -> SparkSession:
-    """Create the session ``settings`` describe; off a local master, ship the package."""
+    """Create the session ``settings`` describe; off a local master, ship the package; with a
+    ``log_dir``, Spark's own output goes to its ``spark.log`` (:mod:`streamwarden.engine.spark_log`)."""
     from streamwarden.engine.shipping import package_zip
+    from streamwarden.engine.spark_log import logging_to
 
     shipped = package_zip() if settings.ships_package else None  # before Spark: a failure costs no start-up
     _worker_python(settings)
-    builder = SparkSession.builder.master(settings.master).appName(app_name)
-    for key, value in with_operators(settings.conf, settings.master).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    conf = with_operators(settings.conf, settings.master)
+    with logging_to(settings.log_dir) if settings.log_dir is not None else nullcontext():
+        launch_driver_jvm(settings.master, app_name, conf)
+        builder = SparkSession.builder.master(settings.master).appName(app_name)
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("STREAMWARDEN_SPARK_LOG", "ERROR"))
     if shipped is not None:
         _ship(spark, shipped)
     return spark
+
+
+def launch_driver_jvm(master: str, app_name: str, conf: Mapping[str, str]) -> None:
+    """Start Spark's driver JVM (unless this process has one) deaf to SIGTERM and SIGINT, as
+    PySpark starts it deaf to SIGINT alone.
+
+    Why: a supervisor stops a service by signalling its whole process group (a terminal's
+    Ctrl-C, ``kill -TERM -PGID``, systemd, a container runtime). The JVM would die at once,
+    under the micro-batch in flight and the Python calls into it (exit 3). Deaf, it is
+    stopped in order by its Python process, which lets the micro-batch finish, stops each
+    query, and exits; the JVM then ends on its own, when its stdin (a pipe from that process)
+    closes. A signal ignored at exec stays ignored (HotSpot then installs no handler for it),
+    and the processes the JVM starts inherit that too.
+
+    PySpark sets ``preexec_fn`` in the keyword arguments it is given: :class:`_DeafJvmPopen`
+    adds SIGTERM to what it ignores, with the same settings the session's builder passes."""
+    import signal
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ or not hasattr(signal, "SIGTERM"):
+        return  # a JVM is there already (or started by a parent process, or no POSIX signals)
+    spark_conf = SparkConf().setMaster(master).setAppName(app_name)
+    for key, value in conf.items():
+        spark_conf.set(key, value)
+    SparkContext._ensure_initialized(gateway=launch_gateway(spark_conf, popen_kwargs=_DeafJvmPopen()))
+
+
+class _DeafJvmPopen(dict):  # type: ignore[type-arg]
+    """``Popen`` keyword arguments whose ``preexec_fn``, whatever PySpark sets, also ignores SIGTERM."""
+
+    def __setitem__(self, key: str, value: object) -> None:
+        if key == "preexec_fn" and callable(value):
+            value = _ignoring_sigterm(value)
+        super().__setitem__(key, value)
+
+
+def _ignoring_sigterm(first: Callable[[], object]) -> Callable[[], None]:
+    def preexec() -> None:
+        import signal
+
+        first()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    return preexec
 
 
 #: Hadoop's local file system without a process per permission change or link lookup

@@ -4,8 +4,9 @@
   0600) or, for any other output name, a folder of JSON-lines part files that Spark writes
   in parallel (:func:`write_parts`: staged in a hidden private sibling, moved into place
   only once complete, folder 0700 and files 0600);
-* one continuous query: :func:`start_stream` (Spark's JSON file sink, exactly once through
-  its metadata log; :func:`read_sink` reads what it committed);
+* one continuous query: :func:`start_stream` (one ``part-N.json`` file for each micro-batch
+  with rows, exactly once, numbered by the sink's own sequence: :class:`RowFiles`;
+  :func:`read_sink` reads what it committed);
 * several outputs of one streaming query (the level processors, the network's terminal
   switch): :func:`stream_writer` gives the ``foreachBatch`` writer its checkpoint, name and
   trigger, :func:`start_writer` starts it, each batch lands as
@@ -246,6 +247,55 @@ def start_writer(writer: DataStreamWriter, spark: SparkSession) -> StreamingQuer
     return writer.start()
 
 
+#: Where a query's checkpoint keeps the numbers of its outputs' micro-batches (:class:`BatchNumbers`).
+NUMBERS = "streamwarden_numbers"
+
+
+class BatchNumbers:
+    """Numbers for one output's micro-batches that hold rows: 0, 1, 2, ... in order.
+
+    Spark's batch ids count every micro-batch, also those whose tuples the policies or a
+    level's guard removed entirely: an output numbered by them (or written at every batch)
+    counts, in its gaps, the arrivals of tuples its reader may not see. An output numbered
+    here shows only its own rows. The record is one small private file in the query's
+    checkpoint: the last batch id given a number and that number. Spark retries only its
+    latest batch, with the same id and the same rows, so a retry gets the number it had and
+    its output replaces itself (exactly once). Without a record, numbering starts at
+    ``first()`` (after what an output already holds).
+
+        >>> import tempfile
+        >>> record = Path(tempfile.mkdtemp()) / "numbers.json"
+        >>> numbers = BatchNumbers(record)
+        >>> numbers.number(4), numbers.number(4), numbers.number(9), BatchNumbers(record).number(9)
+        (0, 0, 1, 1)
+    """
+
+    def __init__(self, record: Path, first: Callable[[], int] = lambda: 0):
+        self.record = record
+        self.first = first
+
+    def number(self, batch_id: int) -> int:
+        """The number of Spark's batch ``batch_id`` (the same on a retry), recorded before any
+        output is written under it."""
+        last = self._last()
+        if last is not None and last[0] == batch_id:
+            return last[1]
+        number = last[1] + 1 if last is not None else self.first()
+        private_dir(self.record.parent)
+        partial = self.record.with_name(f".{self.record.name}.partial")
+        with open_private(partial) as handle:
+            handle.write(json.dumps({"batch": batch_id, "number": number}) + "\n")
+        partial.replace(self.record)  # atomically: a crash leaves the old record or the new one
+        return number
+
+    def _last(self) -> tuple[int, int] | None:
+        try:
+            record = json.loads(self.record.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        return int(record["batch"]), int(record["number"])
+
+
 def start_stream(
     job: Job,
     sink: str,
@@ -263,16 +313,58 @@ def start_stream(
     if frame is None:
         raise UnsupportedError("nothing to run: no authorized graph can be deployed for this query (see explain)")
     if sink != "console":
-        check_checkpoint(checkpoint, sink, sink_written=(Path(sink) / "_spark_metadata").is_dir())
+        check_checkpoint(checkpoint, sink, sink_written=any((Path(sink) / name).exists()
+                                                            for name in ("_spark_metadata", SINK_MARKER)))
     private_dir(checkpoint)
     writer = stream_writer(frame, checkpoint, trigger=trigger, available_now=available_now,
                            query_name=query_name).outputMode("append")
     if sink == "console":
         writer = writer.format("console").option("truncate", "false")
-    else:
-        private_dir(sink)  # the user's results: 0700 (Spark's files in it: 0600, see engine.session)
+    elif (Path(sink) / "_spark_metadata").is_dir():  # started by an earlier version: it keeps Spark's file sink
         writer = writer.format("json").option("ignoreNullFields", "false").option("path", str(sink))
+    else:
+        folder = private_dir(sink)  # the user's results: 0700 (files in it: 0600)
+        marker = folder / SINK_MARKER
+        if not marker.is_file():
+            with open_private(marker) as handle:
+                handle.write(json.dumps({"rows": "part-N.json, N = 0, 1, ... for each micro-batch with rows"}) + "\n")
+        writer = writer.foreachBatch(RowFiles(folder, BatchNumbers(Path(checkpoint) / NUMBERS / "sink.json")))
     return start_writer(writer, frame.sparkSession)
+
+
+#: Written in a ``run`` sink when it starts: the folder is a sink (committed to, even before
+#: any row), which a checkpoint that has committed batches needs to resume.
+SINK_MARKER = "_streamwarden_sink"  # no .json: a reader of *.json files never takes it for rows
+
+
+class RowFiles:
+    """``foreachBatch`` of ``run``'s sink: each micro-batch's rows, if it has any, in one
+    ``part-N.json`` file of JSON lines, ``N`` from :class:`BatchNumbers`.
+
+    Spark's own file sink wrote ``_spark_metadata/<batch id>`` for every micro-batch, also one
+    whose tuples the policies removed entirely: a user listing the sink learned when tuples
+    they may not see arrived. Here a batch without rows leaves nothing, and how Spark split a
+    batch does not show either (one file). Exactly once, as with Spark's sink: the rows are
+    written into a hidden staging folder (readers, Spark's included, skip names starting with
+    ``.``), given the batch's number, then moved into place in one rename; Spark retries only
+    a batch it has not committed, with the same id and rows, which then replaces its own file.
+    """
+
+    def __init__(self, sink: Path, numbers: BatchNumbers):
+        self.sink = sink
+        self.numbers = numbers
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        staging = self.sink / f".partial-{batch_id}"
+        shutil.rmtree(staging, ignore_errors=True)  # an earlier attempt's
+        # One task writes (after a shuffle: the query's own stages keep their parallelism).
+        batch.repartition(1).write.mode("overwrite").option("ignoreNullFields", "false").json(str(staging))
+        parts = [part for part in sorted(staging.glob("part-*")) if part.stat().st_size > 0]
+        if parts:
+            (part,) = parts
+            make_private(part)
+            os.replace(part, self.sink / f"part-{self.numbers.number(batch_id):010d}.json")
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def check_checkpoint(checkpoint: str | Path, output: str | Path, *, sink_written: bool) -> None:
@@ -296,7 +388,11 @@ def committed_batches(checkpoint: str | Path) -> bool:
 
 
 def read_sink(spark: SparkSession, sink: str | Path) -> list[dict]:
-    """Rows a continuous run has committed to ``sink`` (exactly once, via its metadata log)."""
+    """Rows a continuous run has committed to ``sink``: its ``part-N.json`` files (a batch's
+    file appears whole, in one rename), or for a sink an earlier version started, what
+    Spark's metadata log lists."""
+    if not any(Path(sink).glob("*.json")):
+        return []  # nothing committed yet (Spark cannot read a folder without a row)
     frame = spark.read.json(str(sink))
     return [json.loads(line) for line in frame.toJSON().collect()]
 
@@ -311,7 +407,8 @@ def read_parts(folder: str | Path) -> list[dict]:
     return rows
 
 
-__all__ = ["REPLAY_MARKER", "SINGLE_FILE_SUFFIXES", "check_checkpoint",
+__all__ = ["NUMBERS", "REPLAY_MARKER", "SINGLE_FILE_SUFFIXES", "SINK_MARKER", "BatchNumbers", "RowFiles",
+           "check_checkpoint",
            "check_replay_folder", "check_replay_output", "committed_batches", "is_single_file", "read_parts",
            "read_sink", "start_stream", "start_writer", "stream_writer", "write_lines", "write_parts",
            "write_replay"]

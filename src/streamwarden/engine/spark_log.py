@@ -18,19 +18,21 @@ import logging
 import os
 import sys
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from streamwarden.engine.session import get_spark
+from streamwarden.engine.session import current_settings, start_spark
+from streamwarden.names import private_dir
 
 #: Spark's log4j2 configuration while streamwarden runs: warnings and errors on stderr (the log
 #: file). PySpark's gateway is Spark's "interpreter": its logger at the root's level, or
 #: Spark prints "Setting default log level" (a custom configuration has no banner otherwise).
 LOG4J2 = """\
-# Written by `streamwarden demo`: Spark's log while streamwarden runs (stderr is logs/spark.log).
+# Written by streamwarden: Spark's log while streamwarden runs (its stderr is spark.log, next to this file).
 rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = stderr
 appender.stderr.type = Console
@@ -55,7 +57,25 @@ def start_logged_spark(log_dir: Path) -> SparkSession:
     active = active_session()
     if active is not None:
         return active  # started by the caller (tests): its logging is theirs
-    log_dir.mkdir(parents=True, exist_ok=True)
+    return start_spark(replace(current_settings(), log_dir=log_dir))
+
+
+#: The log file this process's Spark writes to, once started by :func:`logging_to`.
+_log: Path | None = None
+
+
+def spark_log_path() -> Path | None:
+    """Where this process's Spark logs (None: no Spark yet, or one logging on stderr)."""
+    return _log if _log is not None and active_session() is not None else None
+
+
+@contextmanager
+def logging_to(log_dir: Path) -> Iterator[Path]:
+    """Inside the block, a Spark driver JVM that starts writes its output to
+    ``log_dir/spark.log`` (created private) with :data:`LOG4J2`; py4j's Python logger writes
+    there too from then on. Yields the log file's path."""
+    global _log
+    private_dir(log_dir)  # Spark's log may quote the plans' policies and a failed task's values
     config, log = log_dir / "log4j2.properties", log_dir / "spark.log"
     config.write_text(LOG4J2)
     saved = os.environ.get("SPARK_SUBMIT_OPTS")
@@ -63,7 +83,7 @@ def start_logged_spark(log_dir: Path) -> SparkSession:
     os.environ["SPARK_SUBMIT_OPTS"] = f"{saved or ''} -Dlog4j2.configurationFile={config.resolve().as_uri()}".strip()
     try:
         with stderr_to(log):  # the JVM inherits this stderr, and keeps it
-            spark = get_spark()
+            yield log
     finally:
         if saved is None:
             os.environ.pop("SPARK_SUBMIT_OPTS", None)
@@ -74,7 +94,7 @@ def start_logged_spark(log_dir: Path) -> SparkSession:
     py4j = logging.getLogger("py4j")
     py4j.addHandler(handler)
     py4j.propagate = False  # py4j's errors while streams stop are Spark's business, not the reader's
-    return spark
+    _log = log.resolve()
 
 
 def silence_spark_log() -> None:

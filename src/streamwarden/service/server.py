@@ -5,7 +5,9 @@ exit 2 before Spark starts), then Spark and the network start, then the HTTP ser
 and only then ``listening on http://HOST:PORT`` is printed (``https`` with TLS; the real
 port when ``--port 0``). SIGTERM or Ctrl-C stops the HTTP server, then every pipeline
 (Spark commits whole micro-batches, so the checkpoints stay consistent), then drains the
-audit trail, and exits 0.
+audit trail, and exits 0. The signal may reach the whole process group (systemd, a container
+runtime): Spark's JVM ignores it and ends after this process
+(:func:`streamwarden.engine.session.launch_driver_jvm`), so nothing is cut half-way.
 """
 
 from __future__ import annotations

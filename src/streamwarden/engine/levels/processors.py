@@ -7,8 +7,14 @@ own watermark): for a stream read as it is, from the shepherd's levelled copy
 (:mod:`streamwarden.engine.levels.routing`), so that it is read and parsed once. A
 failure, a restart or the state of one level cannot reach another.
 Queries of the same level share their processor. Each query's rows land in
-``DIR/<query id>/``, written once per micro-batch (idempotently: a retried batch
-overwrites its own folder), so users never see another query's columns.
+``DIR/<query id>/batch=N/``, so users never see another query's columns: one folder for
+each micro-batch that holds rows of that query, none for a batch without (whose tuples
+were all above the query's level, or filtered), numbered 0, 1, 2, ... by the query's own
+sequence (:class:`~streamwarden.engine.sinks.BatchNumbers`), not by Spark's batch ids: a
+reader learns nothing of the micro-batches that tuples of other levels made the processor
+run. A retried batch keeps its number and overwrites its own folder, with one part file
+(how Spark split the batch, which depends on files holding other levels' tuples, does not
+show either).
 
 What isolation this gives, and what not: processors share the Spark driver and its
 executors, so CPU contention between levels remains a timing channel at the JVM level.
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -33,7 +40,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamwarden.engine.execute import Job
 
-from streamwarden.engine.sinks import read_parts, start_writer, stream_writer
+from streamwarden.engine.sinks import NUMBERS, BatchNumbers, read_parts, start_writer, stream_writer
 from streamwarden.errors import StreamwardenError, UnsupportedError
 from streamwarden.names import inside, safe_path
 
@@ -88,9 +95,10 @@ def start_processors(spark: SparkSession, jobs: Mapping[str, Job], queries: Sequ
             combined = frame if combined is None else combined.unionByName(frame, allowMissingColumns=True)
         assert combined is not None
         columns = {qid: [c for c in frame.columns if c != QUERY] for qid, frame in frames.items()}
-        writer = stream_writer(combined, Path(checkpoints) / level_slug(level), trigger=trigger,
+        checkpoint = Path(checkpoints) / level_slug(level)
+        writer = stream_writer(combined, checkpoint, trigger=trigger,
                                available_now=available_now, query_name=f"streamwarden level {level}",
-                               each_batch=_writer(output, columns))
+                               each_batch=_writer(output, columns, checkpoint / NUMBERS))
         stream = start_writer(writer, spark)
         processors.append(LevelProcessor(level, tuple(q.id for q in members), stream))
     return processors
@@ -104,17 +112,31 @@ def check_outside_output(checkpoints: str | Path, output_dir: str | Path) -> Non
                                 "they hold raw tuples; put them elsewhere")
 
 
-def _writer(output: Path, columns: Mapping[str, list[str]]) -> Callable[[DataFrame, int], None]:
+def _writer(output: Path, columns: Mapping[str, list[str]], numbers: Path) -> Callable[[DataFrame, int], None]:
+    """``foreachBatch``: each query's rows of the batch in its next ``batch=N`` folder, if it has any."""
+    sequences = {qid: BatchNumbers(numbers / f"{qid}.json", partial(_after_existing, output / qid))
+                 for qid in columns}
+
     def write(batch: DataFrame, batch_id: int) -> None:
         batch.persist()
         try:
+            present = {row[0] for row in batch.select(QUERY).distinct().collect()}
             for qid, names in columns.items():
+                if qid not in present:
+                    continue  # no rows for it: no folder, no number
+                folder = safe_path(output, qid, f"batch={sequences[qid].number(batch_id):010d}")
                 rows = batch.filter(F.col(QUERY) == qid).select(*[F.col(f"`{n}`") for n in names])
-                (rows.write.mode("overwrite").option("ignoreNullFields", "false")
-                 .json(str(safe_path(output, qid, f"batch={batch_id:010d}"))))
+                rows.coalesce(1).write.mode("overwrite").option("ignoreNullFields", "false").json(str(folder))
         finally:
             batch.unpersist()
     return write
+
+
+def _after_existing(folder: Path) -> int:
+    """The first free folder number of a query's output (0, or after the folders an earlier
+    version wrote, numbered by Spark's batch ids)."""
+    taken = [int(p.name.removeprefix("batch=")) for p in folder.glob("batch=*") if p.name[6:].isdigit()]
+    return max(taken, default=-1) + 1
 
 
 def read_query_output(spark: SparkSession, output_dir: str | Path, query_id: str) -> list[dict]:
