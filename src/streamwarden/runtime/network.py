@@ -169,7 +169,9 @@ class NetworkRuntime(StreamsRunner):
         with self._lock:
             catalog, queries = self._read_store()
             changes = self.server.changes()
-            key = (_digest(catalog.text, queries), changes[-1].line if changes else 0)
+            # the users' identities too: one removed and declared again between two polls leaves
+            # the catalog's text as it was, but her rows must still be moved aside (a replan does it)
+            key = (_digest(catalog.text, queries, self.store.incarnations()), changes[-1].line if changes else 0)
             if not force and key == self._seen:
                 # Nothing new in the store, but pipelines move on: one whose rows now pass every
                 # user's revocation stops here (a switch follows what it has emitted, too), and a
@@ -680,9 +682,9 @@ def _stop(running: _Running) -> None:
             running.stream = None
 
 
-def _digest(catalog_text: str | None, queries: tuple[RegisteredQuery, ...]) -> str:
+def _digest(catalog_text: str | None, queries: tuple[RegisteredQuery, ...], identities: Mapping[str, str]) -> str:
     text = json.dumps([catalog_text or "", [[q.id, list(q.users), q.query, q.level, q.owner, q.opens, q.rid]
-                                            for q in queries]])
+                                            for q in queries], sorted(identities.items())])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
