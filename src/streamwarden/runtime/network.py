@@ -568,16 +568,22 @@ class _TerminalSwitch:
         """Who receives which event times of micro-batch ``batch_id``: decided once, from the access
         changes in the store now, and recorded in the checkpoint before anything is written. A
         batch Spark runs again after a crash (same id, same input) reads the recorded decision,
-        so it delivers the same rows to the same users, and every logged count stays true."""
+        so it delivers the same rows to the same users, and every logged count stays true; a
+        user declared again meanwhile (another identity, with a new folder) gets nothing of it."""
         running = self.running
         pipeline = running.pipeline
         folder = running.checkpoint / DECISIONS
         path = folder / f"{batch_id}.json"
+        identities = self.runtime.store.incarnations()
         try:
             recorded = json.loads(path.read_text(encoding="utf-8"))
+            decided = recorded.get("identities", {})
+            # a user declared again since the first attempt is a new identity: its share is not hers
+            kept = [(user, periods) for user, periods in recorded["recipients"]
+                    if decided.get(user, identities.get(user)) == identities.get(user)]
             return [(i, user, [(parse_timestamp(a), None if b is None else parse_timestamp(b)) for a, b in periods])
-                    for i, (user, periods) in enumerate(recorded["recipients"])]
-        except (OSError, ValueError, KeyError, TypeError):
+                    for i, (user, periods) in enumerate(kept)]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass
         changes = self.runtime.server.changes()  # read now: a change recorded before this batch applies to it
         chosen = [(user, periods) for user in pipeline.users
@@ -585,7 +591,8 @@ class _TerminalSwitch:
                                                   running.after.get(user)))]
         private_dir(folder)
         _write_text(path, json.dumps({"recipients": [[user, [[_iso(a), None if b is None else _iso(b)]
-                                                             for a, b in periods]] for user, periods in chosen]}) + "\n")
+                                                             for a, b in periods]] for user, periods in chosen],
+                                      "identities": {user: identities.get(user) for user, _ in chosen}}) + "\n")
         for old in folder.glob("*.json"):  # Spark replays only the last batch: earlier ones are committed
             if old.stem.isdigit() and int(old.stem) < batch_id:
                 old.unlink(missing_ok=True)
