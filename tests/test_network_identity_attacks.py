@@ -58,3 +58,15 @@ def test_a_replayed_decision_never_delivers_to_a_later_identity(tmp_path):
     _declare_eve_again(server)
     runtime.poll()
     assert [user for _, user, _ in switch._decide(7)] == []
+
+
+def test_a_pipeline_of_an_earlier_registration_delivers_nothing_under_the_grants_of_the_next(tmp_path):
+    """Between two polls an admin replaces q1 (unregistered, registered again with another text, as
+    `network unregister` and `network register` do while `serve` runs) and grants the new one: the old
+    query's pipeline, still running until the next poll, must not deliver its rows under that grant."""
+    server, runtime = _network(tmp_path)
+    switch = _TerminalSwitch(runtime, next(iter(runtime.running.values())))
+    server.unregister("q1")
+    server.register([RegisteredQuery("q1", ("ann", "eve"), "SELECT a FROM S WHERE a > 100")])
+    server.grant("q1", "ann", T0)
+    assert switch._decide(3) == []
