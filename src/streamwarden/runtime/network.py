@@ -586,9 +586,13 @@ class _TerminalSwitch:
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass
         changes = self.runtime.server.changes()  # read now: a change recorded before this batch applies to it
+        current = self.runtime.server.registration(pipeline.query.id)
+        # a query unregistered or registered again since this pipeline was planned (the next poll
+        # stops it): the live grants of its id are another registration's, and give it nothing
+        ours = current is not None and current.rid == pipeline.query.rid
         chosen = [(user, periods) for user in pipeline.users
-                  if (periods := _delivered_after(access_periods(changes, pipeline.query, user),
-                                                  running.after.get(user)))]
+                  if ours and (periods := _delivered_after(access_periods(changes, pipeline.query, user),
+                                                           running.after.get(user)))]
         private_dir(folder)
         _write_text(path, json.dumps({"recipients": [[user, [[_iso(a), None if b is None else _iso(b)]
                                                              for a, b in periods]] for user, periods in chosen],
