@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from sqlalchemy import Boolean, Column, ColumnElement, Integer, MetaData, Row, String, Table, Text, delete, insert, select, update
 
 from streamwarden.catalog.registry import (ALL_TIME, QUERY, STREAM, AccessChange, RegisteredQuery, grant_openings,
-                                           parse_own_id)
+                                           parse_own_id, query_streams)
 from streamwarden.catalog.store import CatalogStore, UnknownName, UTCDateTime, _utc, add_missing_columns, create_tables
 from streamwarden.errors import StreamwardenError
 from streamwarden.language.expressions import parse_timestamp
@@ -92,6 +92,10 @@ _registered = Table(
     Column("owner_incarnation", Text, nullable=True),  # an own query: the identity of its owner
 )
 
+
+#: The registration or identity of a change an upgraded store found bound to none that exists
+#: now (a deleted query, a removed user): it matches no registration id or incarnation.
+_GONE = "gone"
 
 #: The schema of an access SP record, as a running network reads it.
 SP_SCHEMA = "seq long, ts timestamp, query string, user string, sign string"
@@ -321,8 +325,13 @@ class AuthorizationServer:
 
 def _migrate(store: CatalogStore) -> None:
     """A store written by an older version: the columns it lacks, filled in once. Its
-    registrations get an id (those shaped like own queries' ids were own queries: their
-    owner is set), and its changes are bound to the registrations and identities of now."""
+    registrations get an id (those shaped like own queries' ids and listing that user only
+    were own queries: their owner is set), a shared one the streams it opens now, against
+    the stored catalog (so removing a policy later never widens it), and its changes are
+    bound to the registrations and identities of now. A change no registration or identity
+    of now claims was made for one that is gone (a deleted query, a removed user): it stays
+    in the log bound to none, so registering that id or declaring that name again starts
+    with nothing."""
     engine = store.engine
     add_missing_columns(engine, _registered, ("query", "level"))
     added = add_missing_columns(engine, _registered, ("owner", "opens", "rid", "owner_incarnation"))
@@ -330,14 +339,17 @@ def _migrate(store: CatalogStore) -> None:
     if not added:
         return
     identities = store.incarnations()
+    catalog = _stored_catalog(store)
     with engine.begin() as conn:
         for row in conn.execute(select(_registered)).all():
             if row.rid:
                 continue
             own = parse_own_id(row.id)
-            owner = own[0] if own is not None else None
+            owner = own[0] if own is not None and json.loads(row.users) == [own[0]] else None
+            opens = [] if owner else (grant_openings(catalog, query_streams(row.query))
+                                      if catalog is not None and row.query else None)
             conn.execute(update(_registered).where(_registered.c.id == row.id).values(
-                rid=secrets.token_hex(8), owner=owner, opens="[]" if owner else None,
+                rid=secrets.token_hex(8), owner=owner, opens=None if opens is None else json.dumps(sorted(opens)),
                 owner_incarnation=identities.get(owner) if owner else None))
         rids = {row.id: row.rid for row in conn.execute(select(_registered.c.id, _registered.c.rid))}
         for query, rid in rids.items():
@@ -345,6 +357,20 @@ def _migrate(store: CatalogStore) -> None:
         for user, incarnation in identities.items():
             conn.execute(update(_changes).where(_changes.c.user == user, _changes.c.incarnation.is_(None))
                          .values(incarnation=incarnation))
+        # (a store with no registration, or no catalog, yet keeps them claimable: changes the
+        # Python API records before a program registers its queries, as in a store written since)
+        if rids:
+            conn.execute(update(_changes).where(_changes.c.rid.is_(None)).values(rid=_GONE))
+        if identities:
+            conn.execute(update(_changes).where(_changes.c.incarnation.is_(None)).values(incarnation=_GONE))
+
+
+def _stored_catalog(store: CatalogStore) -> "Catalog | None":
+    """The stored catalog, or None when there is none or it no longer loads."""
+    try:
+        return store.load() if store.has_catalog() else None
+    except StreamwardenError:
+        return None
 
 
 def _scope_is(scope: str) -> ColumnElement[bool]:

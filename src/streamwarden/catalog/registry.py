@@ -325,7 +325,10 @@ def access_periods(changes: Sequence[AccessChange], query: RegisteredQuery, user
     if query.owner is None:
         return periods
     for stream in query.streams:
-        opened = [AccessChange(ALL_TIME, stream, user, True, 0, STREAM)]
+        # Open before any change of hers over the stream: an admin's revocation dated before
+        # ALL_TIME (e.g. 0001-01-01, "from the start") must still close it, not be outranked.
+        start = min([ALL_TIME, *(c.ts for c in changes if c.scope == STREAM and c.query == stream and c.user == user)])
+        opened = [AccessChange(start, stream, user, True, 0, STREAM)]
         periods = _intersect(periods, grant_intervals([*opened, *changes], stream, user, scope=STREAM))
     return periods
 

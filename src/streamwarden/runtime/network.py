@@ -169,7 +169,9 @@ class NetworkRuntime(StreamsRunner):
         with self._lock:
             catalog, queries = self._read_store()
             changes = self.server.changes()
-            key = (_digest(catalog.text, queries), changes[-1].line if changes else 0)
+            # the users' identities too: one removed and declared again between two polls leaves
+            # the catalog's text as it was, but her rows must still be moved aside (a replan does it)
+            key = (_digest(catalog.text, queries, self.store.incarnations()), changes[-1].line if changes else 0)
             if not force and key == self._seen:
                 # Nothing new in the store, but pipelines move on: one whose rows now pass every
                 # user's revocation stops here (a switch follows what it has emitted, too), and a
@@ -559,24 +561,35 @@ class _TerminalSwitch:
         """Who receives which event times of micro-batch ``batch_id``: decided once, from the access
         changes in the store now, and recorded in the checkpoint before anything is written. A
         batch Spark runs again after a crash (same id, same input) reads the recorded decision,
-        so it delivers the same rows to the same users, and every logged count stays true."""
+        so it delivers the same rows to the same users, and every logged count stays true; a
+        user declared again meanwhile (another identity, with a new folder) gets nothing of it."""
         running = self.running
         pipeline = running.pipeline
         folder = running.checkpoint / DECISIONS
         path = folder / f"{batch_id}.json"
+        identities = self.runtime.store.incarnations()
         try:
             recorded = json.loads(path.read_text(encoding="utf-8"))
+            decided = recorded.get("identities", {})
+            # a user declared again since the first attempt is a new identity: its share is not hers
+            kept = [(user, periods) for user, periods in recorded["recipients"]
+                    if decided.get(user, identities.get(user)) == identities.get(user)]
             return [(i, user, [(parse_timestamp(a), None if b is None else parse_timestamp(b)) for a, b in periods])
-                    for i, (user, periods) in enumerate(recorded["recipients"])]
-        except (OSError, ValueError, KeyError, TypeError):
+                    for i, (user, periods) in enumerate(kept)]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass
         changes = self.runtime.server.changes()  # read now: a change recorded before this batch applies to it
+        current = self.runtime.server.registration(pipeline.query.id)
+        # a query unregistered or registered again since this pipeline was planned (the next poll
+        # stops it): the live grants of its id are another registration's, and give it nothing
+        ours = current is not None and current.rid == pipeline.query.rid
         chosen = [(user, periods) for user in pipeline.users
-                  if (periods := _delivered_after(access_periods(changes, pipeline.query, user),
-                                                  running.after.get(user)))]
+                  if ours and (periods := _delivered_after(access_periods(changes, pipeline.query, user),
+                                                           running.after.get(user)))]
         private_dir(folder)
         _write_text(path, json.dumps({"recipients": [[user, [[_iso(a), None if b is None else _iso(b)]
-                                                             for a, b in periods]] for user, periods in chosen]}) + "\n")
+                                                             for a, b in periods]] for user, periods in chosen],
+                                      "identities": {user: identities.get(user) for user, _ in chosen}}) + "\n")
         for old in folder.glob("*.json"):  # Spark replays only the last batch: earlier ones are committed
             if old.stem.isdigit() and int(old.stem) < batch_id:
                 old.unlink(missing_ok=True)
@@ -673,9 +686,9 @@ def _stop(running: _Running) -> None:
             running.stream = None
 
 
-def _digest(catalog_text: str | None, queries: tuple[RegisteredQuery, ...]) -> str:
+def _digest(catalog_text: str | None, queries: tuple[RegisteredQuery, ...], identities: Mapping[str, str]) -> str:
     text = json.dumps([catalog_text or "", [[q.id, list(q.users), q.query, q.level, q.owner, q.opens, q.rid]
-                                            for q in queries]])
+                                            for q in queries], sorted(identities.items())])
     return hashlib.sha256(text.encode()).hexdigest()
 
 

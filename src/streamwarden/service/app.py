@@ -444,14 +444,22 @@ def _apply_catalog(service: Service, body: bytes, request: Request) -> dict[str,
 
 def _grantee_query(service: Service, query: str, user: str) -> Entry:
     """The query an admin's grant names: ``user``'s own query ``query``, else the shared one
-    (listed for her or not: a grant to an unlisted user is recorded and gives nothing)."""
+    (listed for her or not: a grant to an unlisted user is recorded and gives nothing). If
+    she has an own query of the id of a shared one, 409: a user who names her own query like
+    a shared one must not catch its grant (which on an own query lifts a revocation)."""
     try:
-        return service.book.for_user(query, user)
+        entry = service.book.for_user(query, user)
     except ApiError:
         shared = service.server.registration(query) if name_problem("query id", query) is None else None
         if shared is None or shared.owner is not None:
             raise ApiError(404, f"{user[:64]} has no query {query[:64]!r}") from None
         return Entry(shared.id, shared.id, None, shared)
+    shared = service.server.registration(query) if entry.owner is not None else None
+    if shared is not None and shared.owner is None:
+        raise ApiError(409, f"{user} has an own query {query!r} and a shared query {query!r} is registered: the "
+                            f"change would be ambiguous (remove {user}'s own query first: DELETE "
+                            f"/v1/queries/{query}?owner={user})")
+    return entry
 
 
 def _change_json(service: Service, change: AccessChange, live: bool) -> dict[str, Any]:

@@ -14,7 +14,8 @@ query by that user and the id she gave it (``?owner=ann``, or ``user`` in a gran
 no Spark), exactly as ``streamwarden replay --user`` would: her role policies, the
 providers' SPs and her clearance decide, and grants open nothing. Bad CQL, or a query over
 a stream no policy opens to her, is refused (422, naming the stream) and nothing is
-stored. Otherwise it is registered and granted to the caller for every event time from
+stored; so is a query beyond her :data:`MAX_OWN_QUERIES`. Otherwise it is registered and
+granted to the caller for every event time from
 :data:`~streamwarden.catalog.registry.ALL_TIME` on; an admin may revoke that grant, which
 also closes the query's streams to her other own queries (see
 :mod:`streamwarden.catalog.registry`). A new registration starts with nothing: rows,
@@ -48,6 +49,9 @@ from streamwarden.security.rewrite.algorithm import Rewriting
 from streamwarden.service.errors import ApiError, not_found
 
 MAX_QUERY_TEXT = 20_000  # characters of CQL in one registration
+#: Own queries one user may have registered at once: each is a pipeline of its own (a Spark
+#: streaming query), so without a bound one user's registrations would slow everyone's micro-batches.
+MAX_OWN_QUERIES = 20
 _registering = threading.Lock()  # one registration at a time: two requests cannot both take an id
 
 
@@ -128,6 +132,7 @@ class QueryBook:
                     catalog: Catalog) -> tuple[Entry, Rewriting]:
         """The caller's query ``public`` secured for her (see the module docstring), not stored yet."""
         _check_id(public)
+        self._check_room(caller.name)  # before compiling anything
         internal = own_id(caller.name, public)
         if len(internal) > MAX_NAME_LENGTH:
             raise ApiError(422, f"the query id {public!r} is too long for user {caller.name} "
@@ -145,12 +150,19 @@ class QueryBook:
         with _registering:
             if any(e.id == entry.id for e in self.visible(Principal("user", entry.owner))):
                 raise ApiError(409, f"you already have a query {entry.id!r}")
+            self._check_room(entry.owner)
             if entry.internal in self.server.registered():  # hidden: made by an earlier identity of this user
                 self.server.unregister(entry.internal)
                 settle()
             self.forget(entry, checkpoint_root)
             self.server.register([entry.registered])
             self.server.open_own(entry.internal, entry.owner)
+
+    def _check_room(self, user: str) -> None:
+        """422 when ``user`` already has :data:`MAX_OWN_QUERIES` own queries."""
+        own = sum(1 for e in self.visible(Principal("user", user)) if e.owner == user)
+        if own >= MAX_OWN_QUERIES:
+            raise ApiError(422, f"you have {own} queries, the most one user may register: delete one first", field="id")
 
     def register_shared(self, public: str, text: str, level: str | None, users: list[str], catalog: Catalog, *,
                         check: Callable[[RegisteredQuery, Catalog], None] | None = None
