@@ -28,6 +28,10 @@ The runtime keeps a network of registered queries running over file streams:
 * **Status.** Each listed user's ``DIR/<user>/<query>/_access.json`` says whether they
   receive the query's rows now and why not (no grant, revoked, not cleared, no role
   policy), rewritten when that changes.
+* **Broken records.** Every pipeline reads in quarantine mode: a provider's broken record
+  is dropped and counted (per pipeline, :attr:`_Running.quarantined`, with the place of the
+  latest micro-batch's first), with one warning per micro-batch
+  (:mod:`streamwarden.runtime.quarantine`); it never stops the delivery of anyone's rows.
 
 Design decision (measured, see README "One engine"): one Spark query per pipeline, not
 one query for the whole network. Spark SQL plans are trees: a subplan used by two
@@ -47,6 +51,7 @@ import hashlib
 import json
 import shutil
 import threading
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -70,6 +75,7 @@ from streamwarden.plan.nodes import sources
 from streamwarden.runtime.deliveries import record_delivery
 from streamwarden.runtime.network_replay import within_periods
 from streamwarden.runtime.plan import NetworkPlan, Pipeline, plan_network
+from streamwarden.runtime.quarantine import QuarantineLog, QuarantineWarning
 from streamwarden.runtime.runner import StreamsRunner
 from streamwarden.security.punctuation.generate import policy_from_statements
 from streamwarden.security.punctuation.spgen import spgen_lines
@@ -93,6 +99,9 @@ class _Running:
     rows: dict[str, int] = field(default_factory=dict)  # per user: rows delivered
     withheld: dict[str, int] = field(default_factory=dict)  # per user: rows emitted outside their grants
     spgen: datetime | None = None  # ON RESULT: the date of SPGen's policy (the pipeline's earliest result)
+    quarantined: int = 0  # broken input records dropped (since this process started)
+    last_quarantined: str | None = None  # where the latest micro-batch's first one was (file:line), never its text
+    quarantine_log: QuarantineLog = field(default_factory=QuarantineLog)  # which micro-batches were counted
 
 
 class NetworkRuntime(StreamsRunner):
@@ -176,10 +185,15 @@ class NetworkRuntime(StreamsRunner):
         """With ``available_now``, wait for every pipeline to process its input. A continuous
         network ends only when stopped: with no pipeline running (no user can receive a row
         now) it still waits for the grant that starts one."""
-        if self.available_now:
-            return super().wait(timeout)
-        self.check()
-        return self._stopped.wait(timeout)
+        try:
+            if self.available_now:
+                return super().wait(timeout)
+            self.check()
+            return self._stopped.wait(timeout)
+        finally:
+            with self._lock:
+                for running in self.running.values():
+                    _read_quarantine(running)
 
     @property
     def streams(self) -> list[StreamingQuery]:
@@ -188,6 +202,8 @@ class NetworkRuntime(StreamsRunner):
     def pipelines(self) -> list[tuple[str, _Running]]:
         """The pipelines planned now, by name (a copy, taken under the runtime's lock)."""
         with self._lock:
+            for running in self.running.values():
+                _read_quarantine(running)
             return list(self.running.items())
 
     # -- planning ----------------------------------------------------------------------------
@@ -289,9 +305,11 @@ class NetworkRuntime(StreamsRunner):
                      if s.window is not None and s.window.kind == "rows"}
         assert self.catalog is not None
         check_inputs(self.catalog, streams, self.inputs, line_read=line_read, must_exist=False)
+        tag = f"_{pipeline.name.replace('-', '_')}"
+        running.quarantine_log.tag = tag
         job = build_job(self.spark, self.catalog, pipeline.rewriting, {s: self.inputs[s] for s in streams},
                         streaming=True, store_url=self.store.url, lateness=self.lateness, event_time=True,
-                        metrics_tag=f"_{pipeline.name.replace('-', '_')}")
+                        metrics_tag=tag, on_broken="quarantine")
         frame = job.union()
         if frame is None:  # pragma: no cover - plan_network denies users with no deployed graph
             raise UnsupportedError(f"query {pipeline.query.id}: no authorized graph can be deployed")
@@ -434,7 +452,23 @@ class _TerminalSwitch:
         shutil.move(str(part), str(target))
 
 
+def _read_quarantine(running: _Running) -> None:
+    """Count the broken records the pipeline's query quarantined in micro-batches not read yet,
+    with one warning line for each (stream, count and place, never the record)."""
+    if running.stream is None:
+        return
+    try:
+        progress = running.stream.recentProgress
+    except Exception:  # stopping under us: its batches are read at its stop
+        return
+    for found in running.quarantine_log.read(progress):
+        running.quarantined += found.records
+        running.last_quarantined = found.first
+        warnings.warn(found.line(running.pipeline.name), QuarantineWarning, stacklevel=2)
+
+
 def _stop(running: _Running) -> None:
+    _read_quarantine(running)  # what it quarantined before it stops still counts
     if running.stream is not None:
         try:
             running.stream.stop()

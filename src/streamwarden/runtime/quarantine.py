@@ -1,0 +1,106 @@
+"""The broken records a streaming query quarantined, read from its progress.
+
+In quarantine mode (:mod:`streamwarden.engine.quarantine`) each stream a query reads
+reports, per micro-batch, the observed metric ``quarantine_<stream><tag>``: how many of
+its records were broken, and the place of the first. Spark keeps each micro-batch's
+metrics in the query's progress (``StreamingQuery.recentProgress``, the last 100 by
+default), recorded before the batch ends; :class:`QuarantineLog` reads the batches it has
+not read yet, so each is reported once, whether it is read while the query runs or after
+it stopped. A report names the place only, never the record: whoever reads it may not be
+allowed to see that tuple.
+
+    >>> progress = {"runId": "r", "batchId": 4, "observedMetrics": {"quarantine_S_p": {
+    ...     "records": 2, "first": {"file": "file:/in/S/a.jsonl", "line": 3, "at": "/in/S/a.jsonl:3"}}}}
+    >>> QuarantineLog("_p").read([progress])
+    [Quarantined(stream='S', batch=4, records=2, first='/in/S/a.jsonl:3')]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from streamwarden.engine.execute import readable_location
+from streamwarden.engine.quarantine import metric_name
+
+
+class QuarantineWarning(UserWarning):
+    """A micro-batch quarantined broken records (the CLI prints it as one ``warning: ...`` line)."""
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """One stream's quarantined records in one micro-batch."""
+
+    stream: str
+    batch: int
+    records: int
+    first: str | None  # where the first one is (file:line, or the file), never its text
+
+    def line(self, pipeline: str) -> str:
+        """One line for an operator (the CLI prints it as a warning).
+
+            >>> Quarantined("S", 4, 2, "/in/S/a.jsonl:3").line("q1-ann")
+            'pipeline q1-ann, micro-batch 4: quarantined 2 broken records of stream S (the first at /in/S/a.jsonl:3)'
+        """
+        noun = "record" if self.records == 1 else "records"
+        where = f" (the first at {self.first})" if self.first else ""
+        return (f"pipeline {pipeline}, micro-batch {self.batch}: quarantined {self.records} broken {noun} of "
+                f"stream {self.stream}{where}")
+
+
+@dataclass
+class QuarantineLog:
+    """Reads the quarantine metrics of one query's progress (its metrics named with ``tag``),
+    each micro-batch once."""
+
+    tag: str = ""
+    seen: set[tuple[str, int]] = field(default_factory=set)  # (run id, batch id)
+
+    def read(self, progress: Iterable[Any]) -> list[Quarantined]:
+        """The micro-batches of ``progress`` (StreamingQueryProgress objects, or their JSON as
+        dicts) not read before that quarantined records, per stream, in batch order."""
+        found = []
+        for entry in progress:
+            data = _as_dict(entry)
+            key = (str(data.get("runId")), int(data.get("batchId", -1)))
+            if key in self.seen:
+                continue
+            self.seen.add(key)
+            for name, metrics in (data.get("observedMetrics") or {}).items():
+                stream = _stream_of(name, self.tag)
+                values = _as_dict(metrics)
+                if stream is None or not values.get("records"):
+                    continue
+                first = _as_dict(values.get("first"))
+                at = first.get("at")
+                found.append(Quarantined(stream, key[1], int(values["records"]),
+                                         readable_location(at) if isinstance(at, str) else None))
+        return sorted(found, key=lambda q: (q.batch, q.stream))
+
+
+def _stream_of(name: str, tag: str) -> str | None:
+    """The stream a metric named ``name`` counts, if it is a quarantine metric of this tag."""
+    prefix = metric_name("", "")
+    if not name.startswith(prefix) or not name.endswith(tag):
+        return None
+    stream = name[len(prefix):len(name) - len(tag)] if tag else name[len(prefix):]
+    return stream if stream and metric_name(stream, tag) == name else None
+
+
+def _as_dict(value: Any) -> Mapping[str, Any]:
+    """A progress entry, a metrics Row or a struct as a mapping (None: empty)."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return value
+    if hasattr(value, "asDict"):  # a Row
+        return value.asDict(recursive=True)
+    if hasattr(value, "json"):  # a StreamingQueryProgress
+        import json
+
+        return json.loads(value.json)
+    return {}
+
+
+__all__ = ["QuarantineLog", "QuarantineWarning", "Quarantined"]
