@@ -4,9 +4,10 @@
 thread that polls the store every ``poll_seconds``: grants, revocations, registrations and
 catalogs that requests store take effect there, as they would for ``network run``. A
 request that must see its change applied at once (a registration, a removal) calls
-:meth:`NetworkHost.refresh`. A pipeline that fails (a broken input record) is reported in
-:meth:`NetworkHost.pipelines` and the log, once; the other pipelines and the HTTP service
-keep running.
+:meth:`NetworkHost.refresh`. A broken input record stops nothing: the network quarantines
+it, and :meth:`NetworkHost.pipelines` counts them per pipeline, with the place of the
+latest micro-batch's first. A pipeline that fails is reported there and in the log, once;
+the other pipelines and the HTTP service keep running.
 
 The service works without a host too (``host=None``): its HTTP contract reads the store
 and the output folder only, which is how the contract's tests run without Spark.
@@ -43,6 +44,8 @@ class PipelineStatus:
     rows: Mapping[str, int]  # delivered by this process (since it started)
     withheld: Mapping[str, int]  # emitted outside each user's grants, since this process started
     failure: str | None
+    quarantined: int = 0  # broken input records dropped, since this process started
+    last_quarantined: str | None = None  # where the latest micro-batch's first one was (file:line), never its text
 
 
 class NetworkHost:
@@ -104,7 +107,7 @@ class NetworkHost:
                 tuple(sorted({s.stream for s in sources(r.pipeline.rewriting.plan)})), active, r.batches,
                 durations.get("triggerExecution"), (progress or {}).get("numInputRows"), dict(r.rows),
                 dict(r.withheld),
-                self.failures.get(name)))
+                self.failures.get(name), r.quarantined, r.last_quarantined))
         return statuses
 
     def policies(self, query: str, user: str) -> tuple[str, ...]:
