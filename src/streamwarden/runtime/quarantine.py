@@ -11,8 +11,11 @@ allowed to see that tuple.
 
     >>> progress = {"runId": "r", "batchId": 4, "observedMetrics": {"quarantine_S_p": {
     ...     "records": 2, "first": {"file": "file:/in/S/a.jsonl", "line": 3, "at": "/in/S/a.jsonl:3"}}}}
-    >>> QuarantineLog("_p").read([progress])
+    >>> log = QuarantineLog("_p")
+    >>> log.read([progress])
     [Quarantined(stream='S', batch=4, records=2, first='/in/S/a.jsonl:3')]
+    >>> log.read([progress])  # read once
+    []
 """
 
 from __future__ import annotations
@@ -55,26 +58,28 @@ class QuarantineLog:
     each micro-batch once."""
 
     tag: str = ""
-    seen: set[tuple[str, int]] = field(default_factory=set)  # (run id, batch id)
+    last: dict[str, int] = field(default_factory=dict)  # per run of the query: the latest batch read
 
     def read(self, progress: Iterable[Any]) -> list[Quarantined]:
         """The micro-batches of ``progress`` (StreamingQueryProgress objects, or their JSON as
-        dicts) not read before that quarantined records, per stream, in batch order."""
+        dicts) not read before that quarantined records, per stream, in batch order.
+
+        Only a batch that ran carries its metrics: Spark also reports idle triggers, under
+        the number of the batch still to come and with no metrics, so those mark nothing."""
         found = []
         for entry in progress:
             data = _as_dict(entry)
-            key = (str(data.get("runId")), int(data.get("batchId", -1)))
-            if key in self.seen:
+            run, batch = str(data.get("runId")), int(data.get("batchId", -1))
+            counts = {stream: _as_dict(values) for name, values in (data.get("observedMetrics") or {}).items()
+                      if (stream := _stream_of(name, self.tag)) is not None}
+            if not counts or batch <= self.last.get(run, -1):
                 continue
-            self.seen.add(key)
-            for name, metrics in (data.get("observedMetrics") or {}).items():
-                stream = _stream_of(name, self.tag)
-                values = _as_dict(metrics)
-                if stream is None or not values.get("records"):
+            self.last[run] = batch
+            for stream, values in counts.items():
+                if not values.get("records"):
                     continue
-                first = _as_dict(values.get("first"))
-                at = first.get("at")
-                found.append(Quarantined(stream, key[1], int(values["records"]),
+                at = _as_dict(values.get("first")).get("at")
+                found.append(Quarantined(stream, batch, int(values["records"]),
                                          readable_location(at) if isinstance(at, str) else None))
         return sorted(found, key=lambda q: (q.batch, q.stream))
 
