@@ -27,8 +27,8 @@ import sys
 import traceback
 import warnings
 from pathlib import Path
-from contextlib import nullcontext
-from typing import Any, Callable, ContextManager, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Any, Callable, ContextManager, Iterator, Sequence
 
 from streamwarden.catalog.store import STORE_HELP
 from streamwarden.errors import SourceError, StreamwardenError
@@ -657,11 +657,28 @@ def _network_run(args: argparse.Namespace) -> int:
     root = checkpoint or default_checkpoint_root(store.home, args.output_dir)
     runtime = NetworkRuntime(get_spark(), store.url, inputs, args.output_dir, root, lateness=_lateness(args.lateness),
                              trigger=_trigger(args.trigger))
-    runtime.start(available_now=args.available_now)
-    until = "until its input is processed" if args.available_now else "Ctrl-C to stop"
-    print(f"network of {len(queries)} queries running as {len(runtime.streams)} pipelines, checkpoint {root}; "
-          f"grant/revoke/register/check with --store {store.url} ({until})", file=sys.stderr)
-    return _until_done(runtime, "the network", poll_seconds=min(2.0, _seconds(args.trigger)))
+    with _warning_lines("streamwarden.network"):  # quarantined broken records: one line per micro-batch
+        runtime.start(available_now=args.available_now)
+        until = "until its input is processed" if args.available_now else "Ctrl-C to stop"
+        print(f"network of {len(queries)} queries running as {len(runtime.streams)} pipelines, checkpoint {root}; "
+              f"grant/revoke/register/check with --store {store.url} ({until})", file=sys.stderr)
+        return _until_done(runtime, "the network", poll_seconds=min(2.0, _seconds(args.trigger)))
+
+
+@contextmanager
+def _warning_lines(logger: str) -> Iterator[None]:
+    """While it runs, the warnings ``logger`` logs as ``warning: ...`` lines on stderr."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("warning: %(message)s"))
+    handler.setLevel(logging.WARNING)
+    target = logging.getLogger(logger)
+    target.addHandler(handler)
+    try:
+        yield
+    finally:
+        target.removeHandler(handler)
 
 
 def _plan_sources(pipeline: Any) -> list[Any]:

@@ -30,8 +30,9 @@ The runtime keeps a network of registered queries running over file streams:
   policy), rewritten when that changes.
 * **Broken records.** Every pipeline reads in quarantine mode: a provider's broken record
   is dropped and counted (per pipeline, :attr:`_Running.quarantined`, with the place of the
-  latest micro-batch's first), with one warning per micro-batch
-  (:mod:`streamwarden.runtime.quarantine`); it never stops the delivery of anyone's rows.
+  latest micro-batch's first), with one warning per micro-batch in the log
+  ``streamwarden.network`` (:mod:`streamwarden.runtime.quarantine`); it never stops the
+  delivery of anyone's rows.
 
 Design decision (measured, see README "One engine"): one Spark query per pipeline, not
 one query for the whole network. Spark SQL plans are trees: a subplan used by two
@@ -49,9 +50,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shutil
 import threading
-import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -75,7 +76,7 @@ from streamwarden.plan.nodes import sources
 from streamwarden.runtime.deliveries import record_delivery
 from streamwarden.runtime.network_replay import within_periods
 from streamwarden.runtime.plan import NetworkPlan, Pipeline, plan_network
-from streamwarden.runtime.quarantine import QuarantineLog, QuarantineWarning
+from streamwarden.runtime.quarantine import QuarantineLog
 from streamwarden.runtime.runner import StreamsRunner
 from streamwarden.security.punctuation.generate import policy_from_statements
 from streamwarden.security.punctuation.spgen import spgen_lines
@@ -84,6 +85,7 @@ EARLIEST = "_earliest"  # ON RESULT: a row's earliest result timestamp (SPGen's 
 MARKER = ".streamwarden-network"  # in the output folder: which checkpoint root writes into it
 STATUS = "_access.json"  # per user and query: do they receive it now, and why not
 _TO = "_to"
+log = logging.getLogger("streamwarden.network")  # network run prints its warnings, serve logs them
 
 
 @dataclass
@@ -464,7 +466,7 @@ def _read_quarantine(running: _Running) -> None:
     for found in running.quarantine_log.read(progress):
         running.quarantined += found.records
         running.last_quarantined = found.first
-        warnings.warn(found.line(running.pipeline.name), QuarantineWarning, stacklevel=2)
+        log.warning("%s", found.line(running.pipeline.name))
 
 
 def _stop(running: _Running) -> None:

@@ -27,10 +27,6 @@ from streamwarden.engine.execute import readable_location
 from streamwarden.engine.quarantine import metric_name
 
 
-class QuarantineWarning(UserWarning):
-    """A micro-batch quarantined broken records (the CLI prints it as one ``warning: ...`` line)."""
-
-
 @dataclass(frozen=True)
 class Quarantined:
     """One stream's quarantined records in one micro-batch."""
@@ -41,7 +37,7 @@ class Quarantined:
     first: str | None  # where the first one is (file:line, or the file), never its text
 
     def line(self, pipeline: str) -> str:
-        """One line for an operator (the CLI prints it as a warning).
+        """One line for an operator (``network run`` prints it as a warning, ``serve`` logs it).
 
             >>> Quarantined("S", 4, 2, "/in/S/a.jsonl:3").line("q1-ann")
             'pipeline q1-ann, micro-batch 4: quarantined 2 broken records of stream S (the first at /in/S/a.jsonl:3)'
@@ -108,4 +104,4 @@ def _as_dict(value: Any) -> Mapping[str, Any]:
     return {}
 
 
-__all__ = ["QuarantineLog", "QuarantineWarning", "Quarantined"]
+__all__ = ["QuarantineLog", "Quarantined"]
