@@ -30,3 +30,34 @@ def test_only_this_querys_tag_counts() -> None:
     entry = {"runId": "r", "batchId": 0, "observedMetrics": {"quarantine_S_other": {"records": 9, "first": None},
                                                              "quarantine_T_p": {"records": 1, "first": None}}}
     assert QuarantineLog("_p").read([entry]) == [Quarantined("T", 0, 1, None)]
+
+
+class FakeQuery:
+    """A StreamingQuery's progress, counting how often the whole history is fetched."""
+
+    def __init__(self, entries: list[dict]):
+        self.entries, self.fetched = entries, 0
+
+    @property
+    def lastProgress(self) -> dict | None:
+        return self.entries[-1] if self.entries else None
+
+    @property
+    def recentProgress(self) -> list[dict]:
+        self.fetched += 1
+        return list(self.entries)
+
+
+def test_a_query_is_read_from_its_latest_progress_unless_batches_were_missed() -> None:
+    query, log = FakeQuery([]), QuarantineLog("_p")
+    assert log.read_query(query) == []
+    query.entries += [progress("r", 0, 1, "a:1"), progress("r", 1, 2, "b:2")]
+    assert log.read_query(query) == [Quarantined("S", 0, 1, "a:1"), Quarantined("S", 1, 2, "b:2")]
+    assert query.fetched == 1  # two new batches: the whole history
+    query.entries += [progress("r", 2, None), progress("r", 2, None)]
+    assert log.read_query(query) == [] and query.fetched == 1  # idle triggers: the latest entry is enough
+    query.entries += [progress("r", 2, 4, "c:3")]
+    assert log.read_query(query) == [Quarantined("S", 2, 4, "c:3")] and query.fetched == 1
+    query.entries += [progress("r", 3, 0), progress("r", 4, None)]  # batch 3 ran, then an idle trigger
+    assert log.read_query(query) == [] and query.fetched == 2
+    assert log.last == {"r": 3}

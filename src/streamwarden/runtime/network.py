@@ -460,10 +460,10 @@ def _read_quarantine(running: _Running) -> None:
     if running.stream is None:
         return
     try:
-        progress = running.stream.recentProgress
+        found_now = running.quarantine_log.read_query(running.stream)
     except Exception:  # stopping under us: its batches are read at its stop
         return
-    for found in running.quarantine_log.read(progress):
+    for found in found_now:
         running.quarantined += found.records
         running.last_quarantined = found.first
         log.warning("%s", found.line(running.pipeline.name))

@@ -79,6 +79,19 @@ class QuarantineLog:
                                          readable_location(at) if isinstance(at, str) else None))
         return sorted(found, key=lambda q: (q.batch, q.stream))
 
+    def read_query(self, query: Any) -> list[Quarantined]:
+        """:meth:`read` of a StreamingQuery's progress: its latest entry alone when it is the only
+        one not read yet (reading all of them costs a Py4J call and a JSON parse each, and a
+        service asks every second), else the whole history Spark keeps."""
+        latest = _as_dict(query.lastProgress)
+        if not latest:
+            return []
+        run, batch = str(latest.get("runId")), int(latest.get("batchId", -1))
+        read = self.last.get(run, -1)
+        if batch <= read:
+            return []
+        return self.read([latest] if batch == read + 1 else query.recentProgress)
+
 
 def _stream_of(name: str, tag: str) -> str | None:
     """The stream a metric named ``name`` counts, if it is a quarantine metric of this tag."""
