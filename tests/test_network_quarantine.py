@@ -67,7 +67,7 @@ def first_part(folder: Path) -> Path:
     path = folder / "part-0.jsonl"
     lines = [sp(1, 1, "{Doctor, Nurse}"), sp(1, 2, None, "-"),  # line 2: the negative SP, roles null
              sp(2, 1, "Doctor"),
-             reading(1, 1, 101, csn=2), reading(2, 1, 201, csn=1),
+             reading(1, 1, 101, csn=1), reading(2, 1, 201, csn=1),  # 101: its policy lost an SP
              '{"kind": "sp", "patient": 1, ',  # not JSON
              None,  # not UTF-8
              reading(1, 2, 102, csn=2, ts="+10000-01-01T00:00:00Z"),  # past the year 9999
@@ -79,7 +79,8 @@ def first_part(folder: Path) -> Path:
 
 def second_part(folder: Path) -> Path:
     path = folder / "part-1.jsonl"
-    path.write_text("\n".join([reading(2, 4, 204, csn=1), "not json", reading(2, 5, 205, csn=1)]) + "\n")
+    path.write_text("\n".join([reading(2, 4, 204, csn=1), "not json", reading(2, 5, 205, csn=1),
+                               reading(1, 6, 106, csn=1)]) + "\n")  # 106: still under provider 1's tainted policy
     return path
 
 

@@ -55,20 +55,23 @@ def shield_rows(spark, path: Path):  # type: ignore[no-untyped-def]
 
 def test_a_broken_negative_sp_leaves_its_policy_granting_nothing(spark, tmp_path) -> None:
     """Provider 1 declares a policy of a positive SP and a negative one, whose roles are null
-    (broken). Dropping the negative one must not leave the positive one to grant: every tuple
+    (broken). Dropping the negative one must not leave the positive one to grant, even to a
+    tuple that counts only SP 1 (``sp_csn`` 1, which a plain drop would match): every tuple
     of that policy is withheld, until the provider's next complete policy. Provider 2's
     tuples, and provider 1's under the later policy, are decided as if nothing was broken."""
     write(tmp_path / "in" / "a.jsonl", [
         sp(1, 0, 1), sp(1, 0, 2, "-", roles=None),       # broken: roles null
         sp(2, 0, 1),
-        reading(1, 1, 101, csn=2), reading(2, 1, 201),
-        sp(1, 0, 1, "-", tuples=None, roles=None),       # the batch's SP 1 re-sent (replacing it), broken
-        reading(1, 2, 102, csn=2), reading(2, 2, 202),
+        reading(1, 1, 101), reading(2, 1, 201),
+        reading(1, 2, 102), reading(2, 2, 202),
         sp(1, 10, 1),                                    # provider 1's next policy, complete
         reading(1, 11, 111, sp_at=10), reading(2, 11, 211),
     ])
     rows = shield_rows(spark, tmp_path / "in")
     assert granted(rows) == {101: False, 102: False, 111: True, 201: True, 202: True, 211: True}
+    tuple_counting_both = write(tmp_path / "two" / "a.jsonl", [sp(1, 0, 1), sp(1, 0, 2, "-", roles=None),
+                                                               reading(1, 1, 101, csn=2)])
+    assert granted(shield_rows(spark, tuple_counting_both)) == {101: False}
 
 
 def test_a_broken_sp_sent_under_the_number_it_replaces_taints_the_policy(spark, tmp_path) -> None:
