@@ -30,8 +30,9 @@ from pyspark.sql import functions as F
 
 OnBroken = Literal["fail", "quarantine"]
 MODES: tuple[OnBroken, ...] = ("fail", "quarantine")
-#: In quarantine mode, a record's problem (NULL: not broken) and its place, until :func:`quarantined` drops it.
+#: The punctuated reader's column saying why a record is broken (NULL: it is not).
 BROKEN = "_broken"
+#: In quarantine mode, a broken record's place (NULL for every other record), until :func:`quarantined` drops it.
 PLACE = "_place"
 
 
@@ -62,40 +63,38 @@ def checked(frame: DataFrame, problem: Column, place: Column, stream: str, on_br
     ``fail``: a filter that stops the job at the first broken record, naming ``stream``, the
     problem and the place (``place.at``); the record's text is never quoted, since whoever
     reads the error may not be allowed to see it. ``quarantine``: every record, with
-    :data:`BROKEN` (the problem) and :data:`PLACE` (for a broken one), for :func:`quarantined`
-    or the shield's reader to drop after counting.
+    :data:`PLACE`, a broken one's place (NULL for the others), for :func:`quarantined` or the
+    shield's reader to drop after counting.
     """
     if on_broken == "fail":
         message = F.concat(F.lit(f"broken record in stream {stream} ("), problem, F.lit(f"){joiner}"), place["at"])
         return frame.filter(F.when(problem.isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
-    with_problem = frame.withColumn(BROKEN, problem)
-    return with_problem.withColumn(PLACE, F.when(F.col(BROKEN).isNotNull(), place))
+    return frame.withColumn(PLACE, F.when(problem.isNotNull(), place))
 
 
 def kept(on_broken: OnBroken) -> list[str]:
     """The columns a reader keeps for :func:`quarantined` in this mode."""
-    return [BROKEN, PLACE] if on_broken == "quarantine" else []
+    return [PLACE] if on_broken == "quarantine" else []
 
 
 def observed_broken(frame: DataFrame, stream: str, *, streaming: bool, tag: str = "") -> DataFrame:
-    """``frame`` (with :data:`BROKEN` and :data:`PLACE`) observed: per micro-batch, how many
-    of its records are broken and the place of the first (a streaming query's metric
-    :func:`metric_name`; a batch job is not observed)."""
+    """``frame`` (with :data:`PLACE`) observed: per micro-batch, how many of its records are
+    broken and the place of the first (a streaming query's metric :func:`metric_name`; a
+    batch job is not observed)."""
     if not streaming:
         return frame
-    broken = F.col(BROKEN).isNotNull()
-    return frame.observe(metric_name(stream, tag), F.count_if(broken).alias("records"),
+    return frame.observe(metric_name(stream, tag), F.count(F.col(PLACE)).alias("records"),
                          F.min(F.col(PLACE)).alias("first"))
 
 
 def quarantined(frame: DataFrame, stream: str, *, streaming: bool, tag: str = "") -> DataFrame:
     """``frame`` (read in quarantine mode) without its broken records, counted first
-    (:func:`observed_broken`), and without the columns that marked them. A frame that has no
-    :data:`BROKEN` column (an empty input read in a batch) is returned as it is."""
-    if BROKEN not in frame.columns:
+    (:func:`observed_broken`), and without the column that marked them. A frame that has no
+    :data:`PLACE` column (an empty input read in a batch) is returned as it is."""
+    if PLACE not in frame.columns:
         return frame
     observed = observed_broken(frame, stream, streaming=streaming, tag=tag)
-    return observed.filter(F.col(BROKEN).isNull()).drop(BROKEN, PLACE)
+    return observed.filter(F.col(PLACE).isNull()).drop(PLACE)
 
 
 __all__ = ["BROKEN", "MODES", "OnBroken", "PLACE", "check_mode", "checked", "kept", "metric_name",

@@ -30,7 +30,7 @@ from streamwarden.catalog.model import StreamDef
 from streamwarden.engine.jvm import sp_encoder
 from streamwarden.engine.shield.decide import key_number, key_text, sp_problem
 from streamwarden.engine.shield.files import line_place, parsed_once, punctuated_lines
-from streamwarden.engine.quarantine import BROKEN, OnBroken, checked, observed_broken, place_of, quarantined
+from streamwarden.engine.quarantine import BROKEN, PLACE, OnBroken, checked, observed_broken, place_of, quarantined
 from streamwarden.engine.shield.kernel import GOV, MALFORMED, QUARANTINED, SP_TEXT, apply_shield
 from streamwarden.engine.sources import (ARRIVAL, CORRUPT, TIMESTAMPS, arrival_place, catalog_schema, micros_in_range,
                                          time_out_of_range)
@@ -141,7 +141,7 @@ def quarantine_markers(frame: DataFrame, group: Column, key: str, key_dtype: str
     field. A line that is not JSON, or not UTF-8, could have been an SP, so it counts as
     one. A tuple's marker carries its ``sp_ts``/``sp_csn`` (a tuple that names another
     policy drops the current one)."""
-    broken = F.col(BROKEN).isNotNull()
+    broken = F.col(PLACE).isNotNull()
     declared_tuple = ~F.coalesce(F.array_contains(F.json_object_keys("_text"), "kind"), F.lit(True))
     marker_is_sp = F.when(broken, ~declared_tuple).otherwise(F.col("_is_sp"))
     control = frame.select(
