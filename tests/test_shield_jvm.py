@@ -27,7 +27,7 @@ from pyspark.sql import Column
 from pyspark.sql.types import (BooleanType, DoubleType, IntegerType, LongType, StringType, StructField, StructType)
 
 from streamwarden.engine.shield.decide import key_number, key_text
-from streamwarden.engine.shield.kernel import GOV, apply_shield
+from streamwarden.engine.shield.kernel import GOV, QUARANTINED, apply_shield
 from streamwarden.security.punctuation.encode import SpEncoder, SpText
 from streamwarden.security.punctuation.shield import Shield
 
@@ -64,9 +64,26 @@ class Tuple:
     csn: int | None
 
 
+@dataclass(frozen=True)
+class BrokenSp:
+    """A quarantined SP (quarantine mode): its policy ts, or None when unreadable."""
+
+    ts: int | None
+
+
+@dataclass(frozen=True)
+class BrokenTuple:
+    """A quarantined tuple: acts on the state as its tuple would, never decided."""
+
+    ts: int | None
+    csn: int | None
+
+
 events = st.one_of(
     st.builds(Sp, st.integers(0, 3), st.integers(1, 3), st.booleans()),
     st.builds(Tuple, st.one_of(st.none(), st.integers(0, 3)), st.one_of(st.none(), st.integers(0, 3))),
+    st.builds(BrokenSp, st.one_of(st.none(), st.integers(0, 3))),
+    st.builds(BrokenTuple, st.one_of(st.none(), st.integers(0, 3)), st.one_of(st.none(), st.integers(0, 3))),
 )
 # Per provider: its records split into micro-batches (each a list of events).
 providers = st.lists(st.lists(st.lists(events, max_size=6), min_size=1, max_size=3), min_size=1, max_size=3)
@@ -87,6 +104,10 @@ def reference(batches: list[list[Sp | Tuple]]) -> list[tuple[int, int, bool] | N
         for event in batch:
             if isinstance(event, Sp):
                 shield.on_sp(event)
+            elif isinstance(event, BrokenSp):
+                shield.on_quarantined_sp(event.ts)
+            elif isinstance(event, BrokenTuple):
+                shield.on_tuple(event.ts, event.csn)
             else:
                 governing = shield.on_tuple(event.ts, event.csn)
                 decisions.append(None if governing is None else decision(list(governing.sps)))
@@ -99,6 +120,10 @@ def rows(provider: str, batch: list[Sp | Tuple], start: int) -> list[tuple]:
     for line, event in enumerate(batch, start=start):
         if isinstance(event, Sp):
             out.append((provider, None, "f", line, True, event.ts, event.sn, event.code, None, None, None, None, line))
+        elif isinstance(event, BrokenSp):
+            out.append((provider, None, "f", line, True, event.ts, None, QUARANTINED, None, None, None, None, line))
+        elif isinstance(event, BrokenTuple):
+            out.append((provider, None, "f", line, False, None, None, QUARANTINED, event.ts, event.csn, None, None, line))
         else:
             out.append((provider, None, "f", line, False, None, None, None, event.ts, event.csn, "k", None, line))
     return out

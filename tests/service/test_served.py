@@ -79,6 +79,50 @@ def test_a_row_reaches_an_sse_client_within_a_second_of_its_output(served: Serve
     assert arrived - batch.stat().st_mtime < 1.0  # from the rows' folder landing to the client
 
 
+def vitals(patient: int, seconds: range, **record: object) -> str:
+    """Vitals readings of one patient, governed by its SP batch at 10:00 (one SP)."""
+    return "".join(json.dumps({"ts": f"2026-03-01T10:00:{s:02d}Z", "patient": patient, "ward": "w", "pulse": 60 + s,
+                               "sp_ts": "2026-03-01T10:00:00Z", "sp_csn": 1, **record}) + "\n" for s in seconds)
+
+
+def vitals_sp(patient: int, roles: str | None) -> str:
+    return json.dumps({"kind": "sp", "streams": "Vitals", "tuples": "*", "attributes": "*", "roles": roles,
+                       "sign": "+", "ts": "2026-03-01T10:00:00Z", "sn": 1, "patient": patient}) + "\n"
+
+
+def test_a_providers_broken_sp_stops_no_one_and_is_reported(served: Served) -> None:
+    """Issue 24, finding 7: patient 8's records are written straight into the input folder, an
+    SP with roles null among them. Before, that broken record stopped every pipeline on
+    Vitals, at every restart, while /v1/network showed no failure. Now patient 7's readings
+    (through the gateway) keep reaching the Doctor its SP names, patient 8's reach no one,
+    and /v1/network counts the quarantined records with the place of the first."""
+    shared = {"id": "vq", "query": "SELECT patient, pulse FROM Vitals", "users": ["ann", "bob"]}
+    assert served.post("/v1/queries", "root", json=shared).status_code == 201
+    for user in ("ann", "bob"):
+        grant = {"query": "vq", "user": user, "sign": "+", "ts": "2026-03-01T00:00:00Z"}
+        assert served.post("/v1/grants", "root", json=grant).status_code == 201
+    posted = served.post("/v1/streams/Vitals/records", "vitals7", content=vitals_sp(7, "Doctor") + vitals(7, range(1, 3)))
+    assert posted.status_code == 201, posted.text
+    direct = served.root / "in" / "Vitals" / "direct-8.jsonl"
+    direct.write_text(vitals_sp(8, None) + vitals(8, range(1, 3)))  # line 1: roles null, a broken record
+    assert served.post("/v1/streams/Vitals/records", "vitals7", content=vitals(7, range(3, 5))).status_code == 201
+    ann = served.wait_rows("vq", "ann", 4)
+    assert sorted((r["patient"], r["pulse"]) for r in ann) == [(7, 61), (7, 62), (7, 63), (7, 64)]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # polling the service from outside: the host reads progress each second
+        listed = [p for p in served.get("/v1/network", "root").json()["pipelines"] if p["query"] == "vq"]
+        if listed and all(p["quarantined"] for p in listed if p["active"]):
+            break
+        time.sleep(0.25)
+    assert listed and all(p["failure"] is None for p in listed), listed
+    assert [(p["quarantined"], p["last_quarantined"]) for p in listed if p["active"]] == [
+        (1, f"{direct}:1")] * len([p for p in listed if p["active"]]), listed
+    assert served.rows("vq", "bob")[0] == []  # a Nurse: no SP of patient 7 names her
+    assert "streamwarden_records_quarantined_total{pipeline=" in served.get("/metrics", "root").text
+    logged = [json.loads(line) for line in served.log.read_text().splitlines() if "quarantined" in line]  # type: ignore[union-attr]
+    assert logged and logged[0]["level"] == "warning" and logged[0]["message"].endswith(f"(the first at {direct}:1)")
+
+
 def test_kill_9_mid_stream_then_restart_delivers_every_row_exactly_once(served: Served) -> None:
     before, cursor = served.rows("q1", "ann")
     bob_start, _ = served.rows("q1", "bob")

@@ -28,8 +28,8 @@ import sys
 import traceback
 import warnings
 from pathlib import Path
-from contextlib import nullcontext
-from typing import Any, Callable, ContextManager, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Any, Callable, ContextManager, Iterator, Sequence
 
 from streamwarden.catalog.store import STORE_HELP
 from streamwarden.errors import SourceError, StreamwardenError
@@ -713,18 +713,40 @@ def _network_run(args: argparse.Namespace) -> int:
     root = checkpoint or default_checkpoint_root(store.home, args.output_dir)
     runtime = NetworkRuntime(get_spark(), store.url, inputs, args.output_dir, root, lateness=_lateness(args.lateness),
                              trigger=_trigger(args.trigger))
-    runtime.start(available_now=args.available_now)
-    until = "until its input is processed" if args.available_now else "Ctrl-C to stop"
-    print(f"network of {len(queries)} queries running as {len(runtime.streams)} pipelines, checkpoint {root}; "
-          f"grant/revoke/register/check with --store {store.url} ({'; '.join([until, *_spark_log_note(args)])})",
-          file=sys.stderr)
-    code = _until_done(runtime, "the network", poll_seconds=min(2.0, _seconds(args.trigger)))
-    failed = runtime.failures()  # each stopped alone, the others ran on; said once in the log as it happened
+    with _warning_lines("streamwarden.network"):  # quarantined records and failed pipelines: one line each
+        runtime.start(available_now=args.available_now)
+        until = "until its input is processed" if args.available_now else "Ctrl-C to stop"
+        print(f"network of {len(queries)} queries running as {len(runtime.streams)} pipelines, checkpoint {root}; "
+              f"grant/revoke/register/check with --store {store.url} ({'; '.join([until, *_spark_log_note(args)])})",
+              file=sys.stderr)
+        code = _until_done(runtime, "the network", poll_seconds=min(2.0, _seconds(args.trigger)))
+    failed = runtime.failures()  # each stopped alone, the others ran on; said once as it happened
     if failed and code == 0:
         print(f"{len(failed)} of {len(runtime.running)} pipelines stopped on an error: "
               + "; ".join(f"{name}: {why}" for name, why in sorted(failed.items())), file=sys.stderr)
         return 2 if all(why.startswith("broken record") for why in failed.values()) else 3
     return code
+
+
+@contextmanager
+def _warning_lines(logger: str) -> Iterator[None]:
+    """While it runs, what ``logger`` logs at WARNING or above as ``warning: ...`` or ``error: ...``
+    lines on stderr."""
+    import logging
+
+    class Lowercase(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return f"{record.levelname.lower()}: {record.getMessage()}"
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(Lowercase())
+    handler.setLevel(logging.WARNING)
+    target = logging.getLogger(logger)
+    target.addHandler(handler)
+    try:
+        yield
+    finally:
+        target.removeHandler(handler)
 
 
 def _plan_sources(pipeline: Any) -> list[Any]:

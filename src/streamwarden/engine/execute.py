@@ -28,6 +28,7 @@ from streamwarden.engine.compiler import EVENT, POLICIES, Inputs, action_names, 
 from streamwarden.engine.levels.columns import ROW_LEVEL, level_text
 from streamwarden.engine.levels.shepherd import guarded, routed_input
 from streamwarden.engine.plan_sql import quote as quoted_name
+from streamwarden.engine.quarantine import OnBroken, check_mode
 from streamwarden.engine.shield.files import INVALID_UTF8
 from streamwarden.engine.shield.reader import shielded_input, unshielded_input
 from streamwarden.engine.sources import as_relation, ordered_input, read_input
@@ -138,6 +139,7 @@ def read_relations(
     metrics_tag: str = "",
     unsecured: bool = False,
     routed: Mapping[str, Path] | None = None,
+    on_broken: OnBroken = "fail",
 ) -> dict[str, DataFrame]:
     """One DataFrame per relation of ``plan`` (each stream read once), with physical names.
 
@@ -149,7 +151,8 @@ def read_relations(
     A stream in ``routed`` (streaming, with ``level``) is read from the folder the
     shepherd's own query writes its levelled tuples to (:mod:`streamwarden.engine.levels.routing`),
     not from its input, unless the query counts it in a ``[ROWS n]`` window (which needs
-    the input's arrival order).
+    the input's arrival order). ``on_broken`` is what every reader does with a broken
+    record (:mod:`streamwarden.engine.quarantine`).
     """
     needed = {s.stream for s in sources(plan)}
     check_streams_given(catalog, needed, inputs)
@@ -168,16 +171,19 @@ def read_relations(
         if stream.punctuated:
             ordered = name in counted  # a [ROWS n] window orders ties in ts by arrival, through the shield too
             raw[name] = (shielded_input(spark, stream, inputs[name], shields[name].roles, streaming=streaming,
-                                        ordered=ordered)
+                                        ordered=ordered, on_broken=on_broken, metrics_tag=metrics_tag)
                          if name in shields else unshielded_input(spark, stream, inputs[name], streaming=streaming,
-                                                                  ordered=ordered))
+                                                                  ordered=ordered, on_broken=on_broken,
+                                                                  metrics_tag=metrics_tag))
         elif name in counted:
-            raw[name] = ordered_input(spark, stream, inputs[name], streaming=streaming)
+            raw[name] = ordered_input(spark, stream, inputs[name], streaming=streaming, on_broken=on_broken,
+                                      metrics_tag=metrics_tag)
         elif routed and name in routed and streaming and level is not None:
-            raw[name] = routed_input(spark, stream, routed[name])
+            raw[name] = routed_input(spark, stream, routed[name])  # the shepherd's query read (and checked) it
         else:
             raw[name] = read_input(spark, stream, inputs[name], streaming=streaming,
-                                   max_files_per_trigger=max_files_per_trigger)
+                                   max_files_per_trigger=max_files_per_trigger, on_broken=on_broken,
+                                   metrics_tag=metrics_tag)
         if level is not None:
             raw[name], counts = guarded(raw[name], stream, *level, streaming=streaming, tag=metrics_tag)
             if counts is not None and shepherd_counts is not None:
@@ -202,6 +208,7 @@ def build_job(
     metrics_tag: str = "",
     event_time: bool = False,
     routed: Mapping[str, Path] | None = None,
+    on_broken: OnBroken = "fail",
 ) -> Job:
     """Read the inputs and compile each deployed graph of ``rewriting``.
 
@@ -209,10 +216,18 @@ def build_job(
     one streaming query (a level's processor); ``routed`` names the streams read from the
     shepherd's query (see :func:`read_relations`).
 
+    ``on_broken`` chooses what a broken input record does (:mod:`streamwarden.engine.quarantine`):
+    ``"fail"`` (``replay`` and ``run``) stops the job with one error naming its file and line;
+    ``"quarantine"`` (the shared network) drops it before any operator or user expression
+    sees it and counts it per stream and micro-batch (the observed metric
+    ``quarantine_<stream><metrics_tag>``), so that no provider's broken record stops the
+    delivery of another's data.
+
     Authorized graphs only ever read the query's own inputs, so the relations of
     ``rewriting.plan`` are all there is to read.
     """
     graphs = rewriting.deployed
+    on_broken = check_mode(on_broken)
     check_secured(catalog, rewriting)
     check_on_result(rewriting)
     lattice = catalog.lattice if rewriting.level is not None else None
@@ -224,7 +239,8 @@ def build_job(
     counts: dict[str, DataFrame] = {}
     frames = read_relations(spark, catalog, rewriting.plan, inputs, streaming=streaming, lateness=lateness,
                             max_files_per_trigger=max_files_per_trigger, shields=shields,
-                            level=level, shepherd_counts=counts, metrics_tag=metrics_tag, routed=routed)  # type: ignore[arg-type]
+                            level=level, shepherd_counts=counts, metrics_tag=metrics_tag, routed=routed,  # type: ignore[arg-type]
+                            on_broken=on_broken)
     names = sorted({a for g in graphs for a in action_names(g.root)})
     actions = actions_frame(spark, store_url, names, dict(catalog.actions)) if names else None
     context = Inputs(frames, actions, streaming, lattice, event_time)
@@ -403,11 +419,34 @@ def readable_place(message: str) -> str:
         except UnicodeDecodeError as exc:
             return f"{head} ({bad_byte(data, exc.start)}) at {path}:{utf8_position(data, exc.start)}"
     if split:
-        # Hadoop's line reader starts a split after the first LF at or beyond its first byte.
-        first = data.find(b"\n", int(split.group(2))) + 1
-        number = data.count(b"\n", 0, first) + 1 + int(split.group(3))
-        place = f"{path}:{number}"
+        place = f"{path}:{_line_in_split(data, int(split.group(2)), int(split.group(3)))}"
     return f"{head} ({problem}) at {place}"
+
+
+def _line_in_split(data: bytes, block: int, index: int) -> int:
+    """The line number of the ``index``-th line (from 0) of the file split that starts at byte ``block``."""
+    # Hadoop's line reader starts a split after the first LF at or beyond its first byte.
+    first = data.find(b"\n", block) + 1
+    return data.count(b"\n", 0, first) + 1 + index
+
+
+def readable_location(place: str) -> str:
+    """A place as a reader's check writes it (a file's URI, ``FILE:LINE`` or ``FILE:@BLOCK+INDEX``,
+    see :func:`streamwarden.engine.shield.files.line_place`) as the user wrote the path, with
+    the line number (a later split's is read here, on the driver).
+
+        >>> readable_location("file:/tmp/my%20data/a.jsonl:3")
+        '/tmp/my data/a.jsonl:3'
+    """
+    place = unquote(place.removeprefix("file:"))
+    split = _IN_SPLIT.match(place)
+    if split is None:
+        return place
+    try:
+        data = Path(split.group(1)).read_bytes()
+    except OSError:  # the file is on executors only, or gone: the place Spark gave is what we know
+        return place
+    return f"{split.group(1)}:{_line_in_split(data, int(split.group(2)), int(split.group(3)))}"
 
 
 def _error_text(exc: BaseException) -> str:

@@ -5,12 +5,14 @@ lines carry ISO-8601 timestamps. The same function reads for replay (batch) and 
 continuous run (``readStream``, new files picked up as they land), so both see the same
 typed columns.
 
-Broken records fail closed and loudly: a line that is not JSON, has a value of the wrong
-type or out of its type's range, a time outside the years 1..9999, or lacks ``ts`` stops
-the job with an error naming the file and the problem, raised by a Spark SQL expression
-(no Python per tuple). The error never quotes the record: whoever reads it may not be
-allowed to see that tuple. Nothing already written is lost: a continuous run resumes
-from its checkpoint once the file is fixed.
+A broken record is a line that is not JSON, has a value of the wrong type or out of its
+type's range, a time outside the years 1..9999, or lacks ``ts``. By default (``on_broken=
+"fail"``) it fails closed and loudly: it stops the job with an error naming the file and
+the problem, raised by a Spark SQL expression (no Python per tuple). The error never
+quotes the record: whoever reads it may not be allowed to see that tuple. Nothing already
+written is lost: a continuous run resumes from its checkpoint once the file is fixed.
+With ``on_broken="quarantine"`` it is dropped and counted instead
+(:mod:`streamwarden.engine.quarantine`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
 from streamwarden.catalog.model import StreamDef
 from streamwarden.engine.columns import SPARK_TYPES, physical_name
+from streamwarden.engine.quarantine import OnBroken, checked, kept, place_of, quarantined
 from streamwarden.errors import InputError
 
 CORRUPT = "_corrupt_record"
@@ -39,6 +42,13 @@ FILE_PATH = "_metadata.file_path"
 #: Spark's readers accept "+10000-01-01T00:00:00Z"; Python, the output format and the
 #: prover (years 1..9999) do not, so such a time is a broken record, not a crash later.
 LAST_MICROSECOND = 253_402_300_799_999_999
+FIRST_MICROSECOND = -62_135_596_800_000_000
+
+
+def micros_in_range(time: Column) -> Column:
+    """``time`` in microseconds since the epoch, or NULL when it lies outside the years 1..9999."""
+    micros = F.unix_micros(time)
+    return F.when((micros >= F.lit(FIRST_MICROSECOND)) & (micros <= F.lit(LAST_MICROSECOND)), micros)
 
 
 def time_out_of_range(stream: StreamDef, record: Column | None = None) -> Column | None:
@@ -48,7 +58,7 @@ def time_out_of_range(stream: StreamDef, record: Column | None = None) -> Column
     for name, dtype in reversed(stream.schema):
         if dtype == "timestamp":
             micros = F.unix_micros(F.col(name) if record is None else record[name])
-            bad = (micros < F.lit(-62_135_596_800_000_000)) | (micros > F.lit(LAST_MICROSECOND))
+            bad = (micros < F.lit(FIRST_MICROSECOND)) | (micros > F.lit(LAST_MICROSECOND))
             problem = F.when(bad, F.lit(f"{name} is outside the years 1 to 9999")).otherwise(problem)
     return problem
 
@@ -61,8 +71,10 @@ def catalog_schema(stream: StreamDef, *, corrupt_column: bool = False) -> Struct
 
 
 def read_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool,
-               max_files_per_trigger: int | None = None) -> DataFrame:
-    """The records of ``stream`` at ``path``, typed and checked, with catalog column names."""
+               max_files_per_trigger: int | None = None, on_broken: OnBroken = "fail",
+               metrics_tag: str = "") -> DataFrame:
+    """The records of ``stream`` at ``path``, typed and checked, with catalog column names (a broken
+    record handled by ``on_broken``, its count named with ``metrics_tag``)."""
     path = Path(path)
     if not path.exists():
         if streaming:
@@ -72,9 +84,9 @@ def read_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, stre
     frames: list[DataFrame] = []
     if path.is_file():
         if path.suffix in JSON_SUFFIXES:
-            frames.append(_json(spark, stream, str(path), streaming, None, max_files_per_trigger))
+            frames.append(_json(spark, stream, str(path), streaming, None, max_files_per_trigger, on_broken))
         elif path.suffix == ".parquet":
-            frames.append(_parquet(spark, stream, str(path), streaming, None, max_files_per_trigger))
+            frames.append(_parquet(spark, stream, str(path), streaming, None, max_files_per_trigger, on_broken))
         else:
             raise InputError(f"input for stream {stream.name} must be .jsonl or .parquet: {path}")
     else:
@@ -82,15 +94,16 @@ def read_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, stre
         has_json = any(n.endswith(".jsonl") for n in names)
         has_parquet = any(n.endswith(".parquet") for n in names)
         if has_json or streaming:
-            frames.append(_json(spark, stream, str(path), streaming, "*.jsonl", max_files_per_trigger))
+            frames.append(_json(spark, stream, str(path), streaming, "*.jsonl", max_files_per_trigger, on_broken))
         if has_parquet or streaming:
-            frames.append(_parquet(spark, stream, str(path), streaming, "*.parquet", max_files_per_trigger))
+            frames.append(_parquet(spark, stream, str(path), streaming, "*.parquet", max_files_per_trigger,
+                                   on_broken))
         if not frames:
             frames.append(spark.createDataFrame([], catalog_schema(stream)))
     frame = frames[0]
     for other in frames[1:]:
         frame = frame.unionByName(other)
-    return frame
+    return quarantined(frame, stream.name, streaming=streaming, tag=metrics_tag) if on_broken == "quarantine" else frame
 
 
 def _reader(spark: SparkSession, streaming: bool, glob: str | None, max_files: int | None):  # type: ignore[no-untyped-def]
@@ -103,7 +116,7 @@ def _reader(spark: SparkSession, streaming: bool, glob: str | None, max_files: i
 
 
 def _json(spark: SparkSession, stream: StreamDef, path: str, streaming: bool, glob: str | None,
-          max_files: int | None) -> DataFrame:
+          max_files: int | None, on_broken: OnBroken) -> DataFrame:
     schema = catalog_schema(stream, corrupt_column=True)
     frame = (
         _reader(spark, streaming, glob, max_files)
@@ -118,13 +131,13 @@ def _json(spark: SparkSession, stream: StreamDef, path: str, streaming: bool, gl
         .when(F.col("ts").isNull(), F.lit("record has no ts")),
         time_out_of_range(stream),
     )
-    message = F.concat(F.lit(f"broken record in stream {stream.name} ("), problem, F.lit(") in "), F.col(FILE_PATH))
-    checked = frame.filter(F.when(problem.isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
-    return checked.select(*[F.col(n) for n, _ in stream.schema])
+    place = place_of(F.col(FILE_PATH), None, F.col(FILE_PATH))
+    frame = checked(frame, problem, place, stream.name, on_broken)
+    return frame.select(*[F.col(n) for n, _ in stream.schema], *kept(on_broken))
 
 
 def _parquet(spark: SparkSession, stream: StreamDef, path: str, streaming: bool, glob: str | None,
-             max_files: int | None, *, arrival: bool = False) -> DataFrame:
+             max_files: int | None, on_broken: OnBroken, *, arrival: bool = False) -> DataFrame:
     reader = _reader(spark, streaming, glob, max_files)
     if streaming:
         frame = reader.schema(catalog_schema(stream)).parquet(path)
@@ -151,9 +164,9 @@ def _parquet(spark: SparkSession, stream: StreamDef, path: str, streaming: bool,
             problem = F.when(F.col(f"__had_{n}") & F.col(n).isNull(), F.lit(f"{n} does not fit a {t}")).otherwise(problem)
     no_ts = F.col("ts").isNull() & ~F.col("__had_ts") if "ts" in cast else F.col("ts").isNull()
     problem = F.when(no_ts, F.lit("record has no ts")).otherwise(problem)
-    message = F.concat(F.lit(f"broken record in stream {stream.name} ("), problem, F.lit(") in "), F.col(FILE_PATH))
-    checked = typed.filter(F.when(problem.isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
-    return checked.select(*[F.col(n) for n, _ in stream.schema], *([ARRIVAL] if arrival else []))
+    place = place_of(F.col(FILE_PATH), None, F.col(FILE_PATH))
+    typed = checked(typed, problem, place, stream.name, on_broken)  # type: ignore[arg-type]
+    return typed.select(*[F.col(n) for n, _ in stream.schema], *([ARRIVAL] if arrival else []), *kept(on_broken))
 
 
 def arrival_place(seq: Column, file: Column, line: Column) -> Column:
@@ -165,10 +178,11 @@ def arrival_place(seq: Column, file: Column, line: Column) -> Column:
     return F.struct(seq.cast("long").alias("seq"), file.alias("file"), line.cast("long").alias("line")).alias(ARRIVAL)
 
 
-def ordered_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool) -> DataFrame:
+def ordered_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, streaming: bool,
+                  on_broken: OnBroken = "fail", metrics_tag: str = "") -> DataFrame:
     """Records with their place in arrival order, ``_arrival`` = (seq, file, line) (see
     :func:`arrival_place`; seq is NULL here): a JSON-lines record's line, a Parquet row's
-    index in its file (+ 1).
+    index in its file (+ 1). A broken record is handled by ``on_broken`` (see :func:`read_input`).
 
     Count-based windows need it: ``[ROWS n]`` orders tuples by ``ts``, ties by input
     order, which Spark's file sources do not keep (see :mod:`streamwarden.engine.shield.files`).
@@ -180,33 +194,34 @@ def ordered_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, s
     live = streaming and (path.is_dir() or not path.exists())
     frames = []
     if path.suffix in JSON_SUFFIXES or any(n.endswith(JSON_SUFFIXES) for n in names) or live:
-        frames.append(_ordered_json(spark, stream, path, streaming))
+        frames.append(_ordered_json(spark, stream, path, streaming, on_broken))
     if path.suffix == ".parquet" or any(n.endswith(".parquet") for n in names) or live:
         glob = "*.parquet" if path.is_dir() or live else None
-        frames.append(_parquet(spark, stream, str(path), streaming, glob, None, arrival=True))
+        frames.append(_parquet(spark, stream, str(path), streaming, glob, None, on_broken, arrival=True))
     if not frames:
         return spark.createDataFrame([], catalog_schema(stream)).withColumn(
             ARRIVAL, arrival_place(F.lit(None), F.lit(None).cast("string"), F.lit(None)))
     frame = frames[0]
     for other in frames[1:]:
         frame = frame.unionByName(other)
-    return frame
+    return quarantined(frame, stream.name, streaming=streaming, tag=metrics_tag) if on_broken == "quarantine" else frame
 
 
-def _ordered_json(spark: SparkSession, stream: StreamDef, path: Path, streaming: bool) -> DataFrame:
+def _ordered_json(spark: SparkSession, stream: StreamDef, path: Path, streaming: bool,
+                  on_broken: OnBroken) -> DataFrame:
     from streamwarden.engine.shield.files import line_place, parsed_once, punctuated_lines  # the same ordered reader
 
-    lines = punctuated_lines(spark, path, streaming=streaming, stream=stream.name)
+    lines = punctuated_lines(spark, path, streaming=streaming, stream=stream.name, on_broken=on_broken)
     options = {"timestampFormat": TIMESTAMPS, "mode": "PERMISSIVE",
                "columnNameOfCorruptRecord": CORRUPT}
     frame = parsed_once(lines, catalog_schema(stream, corrupt_column=True), options)
     r = F.col("_r")
     problem = F.coalesce(F.when(r.isNull() | r[CORRUPT].isNotNull(), F.lit("not valid JSON of the catalog's types"))
                          .when(r["ts"].isNull(), F.lit("record has no ts")), time_out_of_range(stream, r))
-    message = F.concat(F.lit(f"broken record in stream {stream.name} ("), problem, F.lit(") at "), line_place())
-    checked = frame.filter(F.when(problem.isNotNull(), F.raise_error(message)).otherwise(F.lit(True)))
-    return checked.select(*[r[n].alias(n) for n, _ in stream.schema],
-                          arrival_place(F.lit(None), F.col("_file"), F.col("_line")))
+    place = place_of(F.col("_file"), F.col("_line"), line_place())
+    frame = checked(frame, problem, place, stream.name, on_broken, joiner=" at ")
+    return frame.select(*[r[n].alias(n) for n, _ in stream.schema],
+                        arrival_place(F.lit(None), F.col("_file"), F.col("_line")), *kept(on_broken))
 
 
 def as_relation(frame: DataFrame, stream: StreamDef, relation: str) -> DataFrame:

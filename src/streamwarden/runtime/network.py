@@ -41,6 +41,11 @@ The runtime keeps a network of registered queries running over file streams:
   (:meth:`~streamwarden.catalog.store.CatalogStore.incarnations`) do not inherit the rows,
   state or handover of the earlier one: those are moved aside into ``DIR/.retired/`` and
   ``CHECKPOINTS/.retired/`` (hidden, private: the operator's to inspect or delete).
+* **Broken records.** Every pipeline reads in quarantine mode: a provider's broken record
+  is dropped and counted (per pipeline, :attr:`_Running.quarantined`, with the place of the
+  latest micro-batch's first), with one warning per micro-batch in the log
+  ``streamwarden.network`` (:mod:`streamwarden.runtime.quarantine`); it never stops the
+  delivery of anyone's rows.
 
 Design decision (measured, see README "One engine"): one Spark query per pipeline, not
 one query for the whole network. Spark SQL plans are trees: a subplan used by two
@@ -85,6 +90,7 @@ from streamwarden.plan.nodes import sources
 from streamwarden.runtime.deliveries import record_delivery
 from streamwarden.runtime.network_replay import within_periods
 from streamwarden.runtime.plan import NetworkPlan, Pipeline, plan_network
+from streamwarden.runtime.quarantine import QuarantineLog
 from streamwarden.runtime.runner import StreamsRunner
 from streamwarden.security.punctuation.generate import policy_from_statements
 from streamwarden.security.punctuation.spgen import spgen_lines
@@ -98,6 +104,7 @@ DECISIONS = "decisions"  # in a pipeline's checkpoint: each micro-batch's delive
 MARKER = ".streamwarden-network"  # in the output folder: which checkpoint root writes into it
 STATUS = "_access.json"  # per user and query: do they receive it now, and why not
 _TO = "_to"
+log = logging.getLogger("streamwarden.network")  # network run prints its warnings, serve logs them
 
 
 @dataclass
@@ -114,6 +121,9 @@ class _Running:
     withheld: dict[str, int] = field(default_factory=dict)  # per user: rows emitted outside their grants
     spgen: datetime | None = None  # ON RESULT: the date of SPGen's policy (the pipeline's earliest result)
     failure: str | None = None  # why it could not start or stopped on an error (not started again until replanned)
+    quarantined: int = 0  # broken input records dropped (since this process started)
+    last_quarantined: str | None = None  # where the latest micro-batch's first one was (file:line), never its text
+    quarantine_log: QuarantineLog = field(default_factory=QuarantineLog)  # which micro-batches were counted
 
 
 class NetworkRuntime(StreamsRunner):
@@ -202,19 +212,24 @@ class NetworkRuntime(StreamsRunner):
         network ends only when stopped: with no pipeline running (no user can receive a row
         now) it still waits for the grant that starts one. A pipeline that fails ends alone
         (:meth:`failures`)."""
-        if self.available_now:
-            for stream in self.streams:
-                try:
-                    if timeout is None:
-                        stream.awaitTermination()
-                    elif not stream.awaitTermination(timeout):
-                        return False
-                except Exception:  # it failed: noted below, the others are still waited for
-                    continue
+        try:
+            if self.available_now:
+                for stream in self.streams:
+                    try:
+                        if timeout is None:
+                            stream.awaitTermination()
+                        elif not stream.awaitTermination(timeout):
+                            return False
+                    except Exception:  # it failed: noted below, the others are still waited for
+                        continue
+                self.check()
+                return True
             self.check()
-            return True
-        self.check()
-        return self._stopped.wait(timeout)
+            return self._stopped.wait(timeout)
+        finally:
+            with self._lock:
+                for running in self.running.values():
+                    _read_quarantine(running)
 
     def process_all_available(self) -> None:
         """Return once every running pipeline has processed what its inputs hold now."""
@@ -251,6 +266,8 @@ class NetworkRuntime(StreamsRunner):
     def pipelines(self) -> list[tuple[str, _Running]]:
         """The pipelines planned now, by name (a copy, taken under the runtime's lock)."""
         with self._lock:
+            for running in self.running.values():
+                _read_quarantine(running)
             return list(self.running.items())
 
     # -- planning ----------------------------------------------------------------------------
@@ -432,6 +449,7 @@ class NetworkRuntime(StreamsRunner):
     def _start(self, running: _Running) -> StreamingQuery:
         assert self.catalog is not None
         rows = self._frame(running.pipeline, self.catalog)
+        running.quarantine_log.tag = _metrics_tag(running.pipeline)  # the names its counts are observed under
         writer = stream_writer(rows, running.checkpoint / "spark", trigger=self.trigger,
                                available_now=self.available_now, query_name=running.pipeline.name,
                                each_batch=_TerminalSwitch(self, running))
@@ -443,9 +461,10 @@ class NetworkRuntime(StreamsRunner):
         line_read = {s.stream for s in sources(pipeline.rewriting.plan)
                      if s.window is not None and s.window.kind == "rows"}
         check_inputs(catalog, streams, self.inputs, line_read=line_read, must_exist=False)
+        tag = _metrics_tag(pipeline)
         job = build_job(self.spark, catalog, pipeline.rewriting, {s: self.inputs[s] for s in streams},
                         streaming=True, store_url=self.store.url, lateness=self.lateness, event_time=True,
-                        metrics_tag=f"_{pipeline.name.replace('-', '_')}")
+                        metrics_tag=tag, on_broken="quarantine")
         frame = job.union()
         if frame is None:  # pragma: no cover - plan_network denies users with no deployed graph
             raise UnsupportedError(f"query {pipeline.query.id}: no authorized graph can be deployed")
@@ -678,7 +697,28 @@ def _failure(stream: StreamingQuery | None) -> str | None:
     return None if failed is None else _first_line(failed)
 
 
+def _metrics_tag(pipeline: Pipeline) -> str:
+    """The suffix of a pipeline's observed metrics (Spark names them per query)."""
+    return f"_{pipeline.name.replace('-', '_')}"
+
+
+def _read_quarantine(running: _Running) -> None:
+    """Count the broken records the pipeline's query quarantined in micro-batches not read yet,
+    with one warning line for each (stream, count and place, never the record)."""
+    if running.stream is None:
+        return
+    try:
+        found_now = running.quarantine_log.read_query(running.stream)
+    except Exception:  # stopping under us: its batches are read at its stop
+        return
+    for found in found_now:
+        running.quarantined += found.records
+        running.last_quarantined = found.first
+        log.warning("%s", found.line(running.pipeline.name))
+
+
 def _stop(running: _Running) -> None:
+    _read_quarantine(running)  # what it quarantined before it stops still counts
     if running.stream is not None:
         try:
             running.stream.stop()

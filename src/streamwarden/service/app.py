@@ -386,7 +386,8 @@ def create_app(service: Service) -> FastAPI:
              "batches": p.batches, "last_batch_ms": p.last_batch_ms, "input_rows": p.input_rows,
              "rows_delivered": {u: sum(d.rows for d in deliveries(safe_path(service.output, u, p.query)))
                                 for u in p.users},
-             "failure": p.failure} for p in pipelines]}
+             "failure": p.failure, "quarantined": p.quarantined, "last_quarantined": p.last_quarantined}
+            for p in pipelines]}
 
     @app.get("/metrics", response_class=PlainTextResponse)
     def metrics(request: Request) -> PlainTextResponse:
@@ -637,6 +638,9 @@ def _metrics_text(service: Service) -> str:
             for user, count in p.withheld.items():
                 key = (_public_name(p.query), user)
                 withheld[key] = withheld.get(key, 0) + count
+        text.append(m.counter("streamwarden_records_quarantined_total",
+                              "Broken input records a pipeline dropped (quarantined), since the service started.",
+                              {(names[p.name],): p.quarantined for p in pipelines}, ("pipeline",)))
         text.append(m.counter("streamwarden_rows_withheld_total",
                               "Rows a query's pipeline emitted that the terminal switch withheld from a user (outside "
                               "their grants), since the service started.", withheld, ("query", "user")))

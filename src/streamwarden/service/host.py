@@ -7,7 +7,9 @@ request that must see its change applied at once (a registration, a removal) cal
 :meth:`NetworkHost.refresh`. A pipeline that cannot start or fails is reported in
 :meth:`NetworkHost.pipelines`, its users' status and the log, once; the other pipelines and
 the HTTP service keep running. A registration is first compiled as the network would run
-it (:meth:`NetworkHost.runnable_problem`), so a query Spark cannot run is refused up front.
+it (:meth:`NetworkHost.runnable_problem`), so a query Spark cannot run is refused up front. A broken input record stops nothing: the network
+quarantines it, and :meth:`NetworkHost.pipelines` counts them per pipeline, with the place
+of the latest micro-batch's first.
 
 The service works without a host too (``host=None``): its HTTP contract reads the store
 and the output folder only, which is how the contract's tests run without Spark.
@@ -46,6 +48,8 @@ class PipelineStatus:
     rows: Mapping[str, int]  # delivered by this process (since it started)
     withheld: Mapping[str, int]  # emitted outside each user's grants, since this process started
     failure: str | None
+    quarantined: int = 0  # broken input records dropped, since this process started
+    last_quarantined: str | None = None  # where the latest micro-batch's first one was (file:line), never its text
 
 
 class NetworkHost:
@@ -105,7 +109,7 @@ class NetworkHost:
                 name, r.pipeline.query.id, r.pipeline.users,
                 tuple(sorted({s.stream for s in sources(r.pipeline.rewriting.plan)})), active, r.batches,
                 durations.get("triggerExecution"), (progress or {}).get("numInputRows"), dict(r.rows),
-                dict(r.withheld), r.failure))
+                dict(r.withheld), r.failure, r.quarantined, r.last_quarantined))
         return statuses
 
     def runnable_problem(self, query: RegisteredQuery, catalog: Catalog) -> str | None:

@@ -14,7 +14,8 @@ Arrival order is the file order, then the line order: in a replay, files by name
 continuous run, files in the micro-batch that picked them up, then by name (name files
 with a sequence number or a timestamp, as providers do). A line that is not UTF-8 stops
 the job; :func:`streamwarden.engine.execute.readable_place` names its file's first bad
-byte by line and column.
+byte by line and column. In quarantine mode its ``_text`` is NULL instead (the readers
+then call it broken, and nothing of it is parsed).
 
     >>> # punctuated_lines(spark, "data/HeartRate", streaming=False, stream="HeartRate")
     >>> # -> _file (the file's URI), _block, _line (1-based), _text
@@ -28,6 +29,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from streamwarden.engine.quarantine import OnBroken
 from streamwarden.errors import InputError
 
 SUFFIXES = (".jsonl", ".json")
@@ -45,13 +47,14 @@ def punctuated_files(path: str | Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and not p.name.startswith((".", "_")))
 
 
-def punctuated_lines(spark: SparkSession, path: str | Path, *, streaming: bool, stream: str | None = None) -> DataFrame:
+def punctuated_lines(spark: SparkSession, path: str | Path, *, streaming: bool, stream: str | None = None,
+                     on_broken: OnBroken = "fail") -> DataFrame:
     """Every non-blank line of a JSON-lines input (a file, or a folder's ``.jsonl``/``.json``
     files; hidden and ``_`` files skipped, as Spark's file sources do): ``_file`` (its URI),
     ``_block`` (the first byte of the file split it was read in), ``_line`` (the line number
     when ``_block`` is 0; beyond, a number that still sorts the file's lines in order, see
     :func:`line_place`) and ``_text``. ``stream`` names the stream in the error about a line
-    that is not UTF-8."""
+    that is not UTF-8; with ``on_broken="quarantine"`` such a line's ``_text`` is NULL instead."""
     from streamwarden.engine.jvm import line_numbers
 
     path = Path(path)
@@ -68,6 +71,9 @@ def punctuated_lines(spark: SparkSession, path: str | Path, *, streaming: bool, 
     numbered = line_numbers(raw).filter(~F.col("_blank"))
     label = stream or path.name
     number = F.col("_block") + F.col("_index") + 1
+    if on_broken == "quarantine":  # not decoded, so not parsed: the reader's check calls it broken
+        text = F.when(F.col("_utf8"), F.col("_bytes").cast("string"))
+        return numbered.select("_file", "_block", number.alias("_line"), text.alias("_text"))
     message = F.concat(F.lit(f"broken record in stream {label} ({INVALID_UTF8}) at "), line_place(number))
     checked = numbered.filter(F.when(~F.col("_utf8"), F.raise_error(message)).otherwise(F.lit(True)))
     return checked.select("_file", "_block", number.alias("_line"), F.col("_bytes").cast("string").alias("_text"))

@@ -14,7 +14,10 @@ Two steps, and no row crosses into Python:
    (:data:`DECISION`: the attribute mask its governing SPs grant for the tuple's key, the
    same counting only grants WITH GRANT OPTION, and whether the policy is immutable), or
    NULL when the shield denies it. Denied tuples still leave, so that the event-time
-   watermark follows every tuple of the stream, not only those a user may see.
+   watermark follows every tuple of the stream, not only those a user may see. In
+   quarantine mode a broken record reaches it only as a marker (:data:`QUARANTINED`, no
+   payload): a broken SP makes its policy grant nothing (a lost negative SP never turns into
+   access), a broken tuple acts on the state as its tuple would; neither leaves.
 
 :class:`streamwarden.security.punctuation.shield.Shield` is the reference the JVM
 operator is tested against.
@@ -31,6 +34,9 @@ GOV = "_gov"
 SP_TEXT = ("streams", "tuples", "attributes", "roles", "sign", "immutable", "grant")
 #: A code that starts with this is a malformed SP's reason, not a code (codes are JSON objects).
 MALFORMED = "!"
+#: The ``_code`` of a quarantined record's marker (quarantine mode): the shield lets a broken SP
+#: taint its policy and a broken tuple act on the state as a tuple would, and delivers neither.
+QUARANTINED = "!"
 #: The columns the JVM shield reads, in its order (see SecurityShield.java).
 CONTROL = ("_g", "_seq", "_file", "_line", "_is_sp", "_pts", "_sn", "_code", "_tts", "_tcsn", "_ktext", "_knum",
            "_payload")
@@ -44,4 +50,4 @@ def apply_shield(control: DataFrame) -> DataFrame:
     return security_shield(control.select(*CONTROL))
 
 
-__all__ = ["CONTROL", "DECISION", "GOV", "MALFORMED", "SP_TEXT", "apply_shield"]
+__all__ = ["CONTROL", "DECISION", "GOV", "MALFORMED", "QUARANTINED", "SP_TEXT", "apply_shield"]

@@ -9,7 +9,10 @@ One shield per punctuated (sub-)stream sees records in arrival order:
   that SPs 1..k are all present;
 * a tuple whose (sp_ts, sp_csn) differs from (policy ts, csn) is denied and the policy
   is dropped, so later tuples are denied until a newer policy arrives; a tuple without
-  sp_ts/sp_csn, or with no current policy, is denied.
+  sp_ts/sp_csn, or with no current policy, is denied;
+* an SP the engine quarantined (a broken record, dropped unread: :meth:`Shield.on_quarantined_sp`)
+  taints its policy, which then grants no tuple until a newer policy replaces it: a lost
+  SP (a negative one, say) never turns into access.
 
 This is an operator object with explicit hooks (``on_sp``, ``on_tuple``) and a
 ``snapshot``/``restore`` pair, so it is unit-testable without Spark and its state can be
@@ -71,6 +74,7 @@ class Shield:
     newest: Any = None
     discarded: int = 0  # SPs dropped for being older than the newest policy (for the report)
     pending: bool = field(default=False)  # SPs arrived since the last tuple
+    tainted: bool = False  # the current policy lost an SP to quarantine: it grants nothing
 
     @property
     def current(self) -> SpPolicy | None:
@@ -85,8 +89,33 @@ class Shield:
             self.sps[new.sn] = new
         else:
             # A newer policy, or the first one (or a re-sent one after the policy was dropped).
-            self.current_ts, self.sps, self.csn = new.ts, {new.sn: new}, None
+            self.current_ts, self.sps, self.csn, self.tainted = new.ts, {new.sn: new}, None, False
         self.newest = new.ts if self.newest is None else max(self.newest, new.ts)
+        self.pending = True
+
+    def on_quarantined_sp(self, ts: Any) -> None:
+        """An SP of this sub-stream that the engine quarantined (a broken record, never read):
+        its policy is incomplete and grants no tuple. ``ts`` is its policy timestamp, or None
+        when unreadable (then the policy in force is tainted); with one, it acts on the state
+        as the SP would have (discarded when older than the newest policy, joining the current
+        one, or starting a new one).
+
+            >>> from streamwarden.catalog.punctuations import sp
+            >>> shield = Shield()
+            >>> shield.on_sp(sp("S", "*", "*", "C", ts=1, sn=1)); shield.on_tuple(1, 1) is not None
+            True
+            >>> shield.on_quarantined_sp(1); shield.on_tuple(1, 1) is None
+            True
+        """
+        if ts is None:
+            self.tainted = self.sps is not None
+            return
+        if self.newest is not None and ts < self.newest:
+            return  # the SP would have been discarded: it governed nothing
+        if self.sps is None or ts != self.current_ts:
+            self.current_ts, self.sps, self.csn = ts, {}, None
+        self.tainted = True
+        self.newest = ts if self.newest is None else max(self.newest, ts)
         self.pending = True
 
     def _fix_csn(self) -> int:
@@ -113,11 +142,14 @@ class Shield:
         if sp_ts is None or sp_csn is None:
             return None
         if (sp_ts, sp_csn) != (self.current_ts, csn):
-            self.sps, self.csn, self.current_ts = None, None, None
+            self._drop()
             return None
-        if csn == 0:
-            return None  # SP 1 never arrived: the policy is incomplete, deny by default
+        if csn == 0 or self.tainted:
+            return None  # SP 1 never arrived, or an SP was quarantined: the policy is incomplete, deny
         return self.governing()
+
+    def _drop(self) -> None:
+        self.sps, self.csn, self.current_ts, self.tainted = None, None, None, False
 
     def on_tuples(self, sp_ts: np.ndarray, sp_csn: np.ndarray) -> tuple[GoverningPolicy | None, np.ndarray]:
         """:meth:`on_tuple` for a run of tuples with no SP between them, vectorised.
@@ -133,11 +165,12 @@ class Shield:
         right = present & (sp_ts == self.current_ts) & (sp_csn == csn)
         wrong = present & ~right
         governing = self.governing()
+        tainted = self.tainted
         if wrong.any():
             first = int(np.argmax(wrong))
             right[first:] = False
-            self.sps, self.csn, self.current_ts = None, None, None
-        if csn == 0:
+            self._drop()
+        if csn == 0 or tainted:
             return None, allowed
         return governing, right
 
@@ -147,6 +180,7 @@ class Shield:
         return json.dumps({
             "policy_ts": _dump_ts(self.current_ts), "sps": None if self.sps is None else [encode(s) for s in self.sps.values()],
             "csn": self.csn, "pending": self.pending, "discarded": self.discarded, "newest": _dump_ts(self.newest),
+            "tainted": self.tainted,
         })
 
     @classmethod
@@ -155,11 +189,11 @@ class Shield:
         decode = decode or (lambda r: sp_from_record(r, "shield snapshot"))  # type: ignore[arg-type]
         sps = None if data["sps"] is None else {s.sn: s for s in map(decode, data["sps"])}
         return cls(_load_ts(data["policy_ts"]), sps, data["csn"], _load_ts(data["newest"]), data["discarded"],
-                   data["pending"])
+                   data["pending"], data.get("tainted", False))
 
     def reset(self) -> "Shield":
         """Forget the current policy but keep the newest timestamp (older SPs stay discarded)."""
-        return replace(self, current_ts=None, sps=None, csn=None, pending=False)
+        return replace(self, current_ts=None, sps=None, csn=None, pending=False, tainted=False)
 
 
 def _dump_ts(value: Any) -> object:

@@ -1,6 +1,7 @@
 package streamwarden.jvm;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Comparator;
 import java.util.Iterator;
 import java.util.List;
@@ -35,29 +36,75 @@ import org.apache.spark.sql.types.StructType;
  * the negative ones), {@code grant} (the same counting only positive SPs WITH GRANT OPTION)
  * and {@code immutable} (some governing SP is). Denied tuples still leave, so the event-time
  * watermark follows every tuple.
+ *
+ * <p>In quarantine mode the reader passes each broken record of a provider as a marker, whose
+ * {@code _code} is {@link #QUARANTINED} and whose payload is NULL: an SP marker (its policy ts
+ * in {@code _pts}, NULL when unreadable) taints that policy ({@link ShieldState#onQuarantinedSp}),
+ * a tuple marker acts on the state as its tuple would (its sp_ts and sp_csn), and neither
+ * leaves the operator.
  */
 public final class SecurityShield implements FlatMapGroupsWithStateFunction<String, Row, String, Row> {
     private static final long serialVersionUID = 1L;
     private static final int G = 0, SEQ = 1, FILE = 2, LINE = 3, IS_SP = 4, PTS = 5, SN = 6, CODE = 7, TTS = 8,
         TCSN = 9, KTEXT = 10, KNUM = 11, PAYLOAD = 12;
+    /** The {@code _code} of a quarantined record's marker (no SP's code: codes are JSON objects). */
+    static final String QUARANTINED = "!";
     static final StructType DECISION = new StructType()
         .add("mask", DataTypes.LongType, false)
         .add("grant", DataTypes.LongType, false)
         .add("immutable", DataTypes.BooleanType, false);
 
-    /** Records in arrival order: {@code _seq} when every record of the batch has one, else file then line. */
+    static boolean quarantined(Row row) {
+        return !row.isNullAt(CODE) && row.getString(CODE).equals(QUARANTINED);
+    }
+
+    /**
+     * Records in arrival order: {@code _seq} when every record of the batch has one, else file
+     * then line. A quarantined record whose seq cannot be read does not change that choice
+     * (a broken record must not reorder the others): it goes right after the record before it
+     * in its file.
+     */
     static void arrivalOrder(List<Row> batch) {
-        boolean allSequenced = true;
+        boolean allSequenced = true, unsequencedMarkers = false;
         for (Row row : batch) {
             if (row.isNullAt(SEQ)) {
-                allSequenced = false;
-                break;
+                if (!quarantined(row)) {
+                    allSequenced = false;
+                    break;
+                }
+                unsequencedMarkers = true;
             }
         }
-        Comparator<Row> order = allSequenced
-            ? Comparator.comparingLong((Row r) -> r.getLong(SEQ))
-            : Comparator.comparing((Row r) -> r.getString(FILE)).thenComparingLong(r -> r.getLong(LINE));
-        batch.sort(order);  // List.sort is stable
+        Comparator<Row> byPlace = Comparator.comparing((Row r) -> r.getString(FILE))
+            .thenComparingLong(r -> r.getLong(LINE));
+        if (!allSequenced) {
+            batch.sort(byPlace);  // List.sort is stable
+        } else if (!unsequencedMarkers) {
+            batch.sort(Comparator.comparingLong((Row r) -> r.getLong(SEQ)));
+        } else {
+            batch.sort(byPlace);
+            long[][] keys = new long[batch.size()][];  // (seq, or the seq before it in its file; 0 / 1 marker; index)
+            String file = null;
+            long before = Long.MIN_VALUE;
+            for (int i = 0; i < batch.size(); i++) {
+                Row row = batch.get(i);
+                if (!row.getString(FILE).equals(file)) {
+                    file = row.getString(FILE);
+                    before = Long.MIN_VALUE;
+                }
+                boolean marker = row.isNullAt(SEQ);
+                if (!marker) {
+                    before = row.getLong(SEQ);
+                }
+                keys[i] = new long[] {before, marker ? 1 : 0, i};
+            }
+            List<Row> placed = new ArrayList<>(batch);
+            Arrays.sort(keys, Comparator.comparingLong((long[] k) -> k[0]).thenComparingLong(k -> k[1])
+                .thenComparingLong(k -> k[2]));
+            for (int i = 0; i < keys.length; i++) {
+                batch.set(i, placed.get((int) keys[i][2]));
+            }
+        }
     }
 
     @Override
@@ -68,12 +115,20 @@ public final class SecurityShield implements FlatMapGroupsWithStateFunction<Stri
         ShieldState shield = state.exists() ? ShieldState.restore(state.get()) : new ShieldState();
         List<Row> out = new ArrayList<>(batch.size());
         for (Row row : batch) {
+            boolean marker = quarantined(row);
             if (row.getBoolean(IS_SP)) {
-                shield.onSp(row.getLong(PTS), row.getInt(SN), row.getString(CODE));
+                if (marker) {
+                    shield.onQuarantinedSp(row.isNullAt(PTS) ? null : row.getLong(PTS));
+                } else {
+                    shield.onSp(row.getLong(PTS), row.getInt(SN), row.getString(CODE));
+                }
             } else {
                 Long spTs = row.isNullAt(TTS) ? null : row.getLong(TTS);
                 Integer spCsn = row.isNullAt(TCSN) ? null : row.getInt(TCSN);
                 SpCode[] governing = shield.onTuple(spTs, spCsn);
+                if (marker) {
+                    continue;  // a broken tuple: its effect on the state only, never delivered
+                }
                 Row decision = governing == null ? null : decide(governing, row.isNullAt(KTEXT) ? null
                     : row.getString(KTEXT), row.isNullAt(KNUM) ? null : row.getDouble(KNUM));
                 out.add(RowFactory.create(row.get(PAYLOAD), decision));

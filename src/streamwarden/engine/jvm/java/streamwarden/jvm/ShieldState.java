@@ -17,7 +17,9 @@ import java.util.Map;
  *   <li>at the first tuple after an sp-batch the policy's csn is fixed: the largest k such
  *       that SPs 1..k are all present;</li>
  *   <li>a tuple whose (sp_ts, sp_csn) differs from (policy ts, csn) is denied and the policy
- *       dropped; a tuple without them, or with no policy, or under csn 0, is denied.</li>
+ *       dropped; a tuple without them, or with no policy, or under csn 0, is denied;</li>
+ *   <li>a quarantined SP (a broken record the engine dropped, see {@link #onQuarantinedSp})
+ *       taints its policy: the policy governs no tuple, until a newer policy replaces it.</li>
  * </ul>
  *
  * Timestamps are microseconds since the epoch. SP codes are the JSON objects the Python
@@ -34,6 +36,7 @@ final class ShieldState {
     private long newest;
     private boolean pending;
     private SpCode[] governing;  // the governing policy's SPs 1..csn, gathered once per csn
+    private boolean tainted;  // the current policy lost an SP to quarantine: it grants nothing
 
     void onSp(long ts, int sn, String code) {
         if (hasNewest && ts < newest) {
@@ -48,7 +51,37 @@ final class ShieldState {
             sps.clear();
             sps.put(sn, code);
             csnFixed = false;
+            tainted = false;
         }
+        newest = hasNewest ? Math.max(newest, ts) : ts;
+        hasNewest = true;
+        pending = true;
+        governing = null;
+    }
+
+    /**
+     * An SP of this sub-stream that the engine quarantined (a broken record, dropped unread):
+     * the policy it belongs to is incomplete, so it grants no tuple, whatever its other SPs
+     * say (a lost negative SP never becomes access). {@code ts} is the broken SP's policy
+     * timestamp, or null when it cannot be read: then it taints the policy in force. With a
+     * timestamp it acts on the state as the SP would have: discarded when older than the
+     * newest policy, joining the current policy, or starting a new (tainted) one.
+     */
+    void onQuarantinedSp(Long ts) {
+        if (ts == null) {
+            tainted = hasPolicy;
+            return;
+        }
+        if (hasNewest && ts < newest) {
+            return;  // the SP would have been discarded: it governed nothing
+        }
+        if (!hasPolicy || ts != currentTs) {
+            hasPolicy = true;
+            currentTs = ts;
+            sps.clear();
+            csnFixed = false;
+        }
+        tainted = true;
         newest = hasNewest ? Math.max(newest, ts) : ts;
         hasNewest = true;
         pending = true;
@@ -82,8 +115,8 @@ final class ShieldState {
             drop();
             return null;
         }
-        if (fixed == 0) {
-            return null;  // SP 1 never arrived: the policy is incomplete, deny by default
+        if (fixed == 0 || tainted) {
+            return null;  // SP 1 never arrived, or an SP was quarantined: the policy is incomplete, deny
         }
         if (governing == null) {
             List<SpCode> codes = new ArrayList<>(fixed);
@@ -102,6 +135,7 @@ final class ShieldState {
         sps.clear();
         csnFixed = false;
         governing = null;
+        tainted = false;
     }
 
     // -- snapshots: one line of header, then one line per SP ("sn<TAB>code"; codes are JSON, no raw tab or LF) --
@@ -110,7 +144,8 @@ final class ShieldState {
         text.append(hasPolicy ? Long.toString(currentTs) : "-").append(' ')
             .append(csnFixed ? Integer.toString(csn) : "-").append(' ')
             .append(hasNewest ? Long.toString(newest) : "-").append(' ')
-            .append(pending ? 1 : 0);
+            .append(pending ? 1 : 0).append(' ')
+            .append(tainted ? 1 : 0);
         for (Map.Entry<Integer, String> sp : sps.entrySet()) {
             text.append('\n').append(sp.getKey()).append('\t').append(sp.getValue());
         }
@@ -134,6 +169,7 @@ final class ShieldState {
             state.newest = Long.parseLong(head[2]);
         }
         state.pending = head[3].equals("1");
+        state.tainted = head.length > 4 && head[4].equals("1");  // absent in snapshots written before quarantine
         for (int i = 1; i < lines.length; i++) {
             int tab = lines[i].indexOf('\t');
             state.sps.put(Integer.parseInt(lines[i].substring(0, tab)), lines[i].substring(tab + 1));
