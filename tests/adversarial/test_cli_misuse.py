@@ -284,11 +284,7 @@ def test_ctrl_c_during_run_stops_cleanly_with_exit_130(files) -> None:
          "--trigger", "1 second"],
         cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        started = time.monotonic()
-        line = process.stderr.readline()  # type: ignore[union-attr]
-        while "Ctrl-C to stop" not in line and time.monotonic() - started < 180 and process.poll() is None:
-            line = process.stderr.readline()  # type: ignore[union-attr]
-        assert "Ctrl-C to stop" in line, line
+        _wait_until_running(process)
         deadline = time.monotonic() + 60
         while not list((root / "sink").glob("part-*")) and time.monotonic() < deadline:
             time.sleep(0.5)  # a batch has been committed: the query is really running
@@ -355,11 +351,7 @@ def test_sigterm_to_the_process_group_stops_cleanly_with_exit_0_and_loses_nothin
                                start_new_session=True)
     sending = threading.Thread(target=provider)
     try:
-        started = time.monotonic()
-        line = process.stderr.readline()  # type: ignore[union-attr]
-        while "Ctrl-C to stop" not in line and time.monotonic() - started < 180 and process.poll() is None:
-            line = process.stderr.readline()  # type: ignore[union-attr]
-        assert "Ctrl-C to stop" in line, line
+        _wait_until_running(process)
         sending.start()
         deadline = time.monotonic() + 120
         while len(_values_out(files, command)) < 5 and time.monotonic() < deadline:
@@ -382,3 +374,12 @@ def test_sigterm_to_the_process_group_stops_cleanly_with_exit_0_and_loses_nothin
                            cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
     assert sorted(_values_out(files, command)) == written  # every value exactly once
+
+
+def _wait_until_running(process: subprocess.Popen[str]) -> None:
+    """Read the command's stderr up to its "(... Ctrl-C to stop)" line: it runs from then on."""
+    started = time.monotonic()
+    line = process.stderr.readline()  # type: ignore[union-attr]
+    while "Ctrl-C to stop" not in line and time.monotonic() - started < 180 and process.poll() is None:
+        line = process.stderr.readline()  # type: ignore[union-attr]
+    assert "Ctrl-C to stop" in line, line
