@@ -107,3 +107,25 @@ def test_a_replayed_micro_batch_delivers_what_its_first_attempt_did(spark, tmp_p
     assert [d.rows for d in deliveries(ann)] == [10, 3]
     assert [d.rows for d in deliveries(tmp_path / "out" / "bob" / "q1")] == [10]
     assert sorted(p.name for p in (running.checkpoint / "decisions").iterdir()) == ["8.json"]
+
+
+def test_a_users_folders_do_not_count_the_micro_batches_she_received_nothing_of(spark, tmp_path) -> None:
+    """Spark numbers every micro-batch, also those whose tuples the policies removed: folders
+    named by Spark's batch ids would count, in their gaps, arrivals she may not see."""
+    names = []
+    for case, batch_ids in (("hidden", (1, 2, 3)), ("none", (1, 2))):
+        store = sqlite_url(tmp_path / case / "store.db")
+        server = AuthorizationServer(store)
+        server.register([RegisteredQuery("q1", ("ann",), "SELECT a FROM S")], CATALOG)
+        server.grant("q1", "ann", T0)
+        rt = network(spark, tmp_path / case, store)
+        rt.poll(force=True)
+        rt.stop()
+        switch = _TerminalSwitch(rt, next(iter(rt.running.values())))
+        rows = spark.createDataFrame([(T0, json.dumps({"a": 1}))], f"{EVENT} timestamp, _row string")
+        nothing = rows.limit(0)  # a micro-batch of hidden tuples only: the secure view emitted nothing
+        batches = [rows, nothing, rows] if case == "hidden" else [rows, rows]
+        for batch_id, batch in zip(batch_ids, batches):
+            switch(batch, batch_id)
+        names.append(sorted(p.name.split("-")[-1] for p in (tmp_path / case / "out" / "ann" / "q1").glob("batch=*")))
+    assert names[0] == names[1] == ["0000000000", "0000000001"]

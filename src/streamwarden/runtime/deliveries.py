@@ -1,7 +1,8 @@
 """Each user's rows of each query in delivery order, addressed by durable cursors.
 
 A running network moves every micro-batch's rows for a user into a folder of its own,
-``DIR/<user>/<query>/batch=<fingerprint>-<batch id>/``, then appends one line to that
+``DIR/<user>/<query>/batch=<fingerprint>-<N>/`` (N: the user's own sequence of batches
+with rows, so the names count nothing she did not receive), then appends one line to that
 query's delivery log ``_delivered.jsonl``::
 
     {"batch": "batch=3fa2b0c91d2e-0000000007", "rows": 12}

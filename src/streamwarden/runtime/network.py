@@ -82,7 +82,8 @@ from streamwarden.catalog.registry import AccessChange, Period, RegisteredQuery,
 from streamwarden.catalog.store import CatalogStore
 from streamwarden.engine.compiler import EVENT
 from streamwarden.engine.execute import broken_record, build_job, check_inputs, iso_timestamp
-from streamwarden.engine.sinks import check_checkpoint, committed_batches, read_parts, start_writer, stream_writer
+from streamwarden.engine.sinks import (BatchNumbers, check_checkpoint, committed_batches, read_parts, start_writer,
+                                      stream_writer)
 from streamwarden.errors import InputError, StreamwardenError, UnsupportedError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import check_name, make_private, open_private, private_dir, safe_path
@@ -553,12 +554,16 @@ class _TerminalSwitch:
                                                      for i, _, _ in recipients])
             delivered.write.mode("overwrite").partitionBy(_TO).text(str(staging))  # the batch's one write
             for i, user, _ in recipients:
-                name = f"batch={pipeline.fingerprint[:12]}-{batch_id:010d}"
-                self._move(staging / f"{_TO}={i}", user, pipeline.query.id, name)
                 delivered_now = int(counted.get.get(str(i)) or 0)
-                if on_result and delivered_now and running.spgen is not None:
-                    self._policy_first(user, pipeline, name, running.spgen)
-                if delivered_now:  # the batch's rows are in place: now they count for cursors
+                if delivered_now:
+                    # Numbered by the user's own sequence, not Spark's batch id: gaps in Spark's ids
+                    # would count the micro-batches whose rows she did not receive (hidden arrivals).
+                    number = BatchNumbers(running.checkpoint / "numbers" / f"{user}.json").number(batch_id)
+                    name = f"batch={pipeline.fingerprint[:12]}-{number:010d}"
+                    self._move(staging / f"{_TO}={i}", user, pipeline.query.id, name)
+                    if on_result and running.spgen is not None:
+                        self._policy_first(user, pipeline, name, running.spgen)
+                    # the batch's rows are in place: now they count for cursors
                     record_delivery(safe_path(runtime.output, user, pipeline.query.id), name, delivered_now)
                 running.rows[user] = running.rows.get(user, 0) + delivered_now
             shutil.rmtree(staging, ignore_errors=True)
