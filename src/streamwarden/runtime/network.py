@@ -224,6 +224,8 @@ class NetworkRuntime(StreamsRunner):
                     except Exception:  # it failed: noted below, the others are still waited for
                         continue
                 self.check()
+                with self._lock:  # the status as the processed input leaves it (the event time reached)
+                    self._write_status(self.server.changes())
                 return True
             self.check()
             return self._stopped.wait(timeout)
