@@ -225,3 +225,31 @@ def test_an_sse_stream_with_a_backlog_ends_when_its_token_is_revoked(client, tok
     seen = asyncio.run(read())
     assert [e["event"] for e in seen] == ["row"] * 500 + ["end"]
     assert "no longer valid" in seen[-1]["data"]
+
+
+def test_a_grant_to_a_user_the_shared_query_does_not_list_says_it_gives_nothing(client, tokens, service):
+    shared = {"id": "shared1", "query": Q, "users": ["ann"]}
+    assert client.post("/v1/queries", json=shared, headers=tokens.header("root")).status_code == 201
+    answer = client.post("/v1/grants", json={"query": "shared1", "user": "bob", "sign": "+"},
+                         headers=tokens.header("root"))
+    assert answer.status_code == 201
+    assert answer.json()["periods"] == [] and "not listed" in answer.json()["note"]
+    assert plan_of(service).pipeline_of("shared1", "bob") is None
+
+
+def test_deleting_a_query_takes_the_registration_lock(client, tokens, service, monkeypatch):
+    """A registration of the same id cannot slip in between the removal and the cleanup of its
+    rows and state (which would remove the new registration's)."""
+    from streamwarden.service import queries
+
+    assert client.post("/v1/queries", json={"id": "q1", "query": Q}, headers=tokens.header("ann")).status_code == 201
+    held = []
+    original = queries.QueryBook.forget
+
+    def forget(book, entry, root):  # type: ignore[no-untyped-def]
+        held.append(queries._registering.locked())
+        return original(book, entry, root)
+
+    monkeypatch.setattr(queries.QueryBook, "forget", forget)
+    assert client.delete("/v1/queries/q1", headers=tokens.header("ann")).status_code == 200
+    assert held == [True]

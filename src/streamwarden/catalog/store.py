@@ -297,10 +297,21 @@ class CatalogStore:
     def incarnations(self) -> dict[str, str]:
         """Each declared user's incarnation (see the module docstring). A store written before
         incarnations existed gets them on first read, for the users its catalog declares."""
-        with self.engine.begin() as conn:
+        return {user: identity for user, (identity, _) in self.identities().items()}
+
+    def identities(self) -> dict[str, tuple[str, datetime]]:
+        """Each declared user's incarnation and since when it holds (read only, in the common
+        case: every micro-batch of a network asks; written once for a store that predates them)."""
+        with self.engine.connect() as conn:
             row = conn.execute(select(_sources.c.text)).first()
             users = frozenset(_parsed(row.text, "catalog").users) if row is not None else frozenset()
-            return _sync_identities(conn, users, drop=False)
+            known = {r.user: (r.incarnation, _utc(r.since)) for r in conn.execute(select(_identities))}
+        if users <= set(known):
+            return {user: known[user] for user in users}  # type: ignore[misc]
+        with self.engine.begin() as conn:
+            _sync_identities(conn, users, drop=False)
+            return {r.user: (r.incarnation, _utc(r.since)) for r in conn.execute(select(_identities))
+                    if r.user in users}
 
     def set_action(self, name: str, **values: object) -> None:
         """Update an action's start, end or target (``None`` clears the value). An action the

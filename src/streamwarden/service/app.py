@@ -255,9 +255,7 @@ def create_app(service: Service) -> FastAPI:
         if entry.owner != principal.name and not principal.admin:
             raise forbidden("a shared query is removed by an admin")
         request.state.detail = _query_detail(entry)
-        service.server.unregister(entry.internal)
-        service.refresh()  # stops its pipeline before its rows and state are removed
-        service.book.forget(entry, service.checkpoint_root)
+        service.book.unregister(entry, service.refresh, service.checkpoint_root)
         return {"id": entry.id, "deleted": True, **({"owner": entry.owner} if entry.owner else {})}
 
     @app.get("/v1/queries/{query_id}/rows", response_model=RowsOut)
@@ -328,8 +326,12 @@ def create_app(service: Service) -> FastAPI:
         # (within a second) starts or stops the pipelines the change concerns
         request.state.detail = _grant_detail(entry, body, applied)
         periods = access_periods(service.server.changes(), entry.registered, body.user)
+        unlisted = {} if body.user in entry.registered.users else {
+            "note": f"{body.user} is not listed for {entry.id}: the change is recorded, but she receives nothing "
+                    "unless the query is registered for her"}
         return JSONResponse({"query": entry.id, "user": body.user, "sign": body.sign,
-                             **({"owner": entry.owner} if entry.owner else {}), "periods": periods_json(periods)},
+                             **({"owner": entry.owner} if entry.owner else {}),
+                             "periods": periods_json(periods) if not unlisted else [], **unlisted},
                             status_code=201)
 
     @app.get("/v1/grants")

@@ -39,6 +39,7 @@ from streamwarden.catalog.identity import Principal
 from streamwarden.catalog.lattice import query_level
 from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import RegisteredQuery, access_periods, own_id, parse_own_id
+from streamwarden.catalog.store import UnknownName
 from streamwarden.errors import SourceError, StreamwardenError
 from streamwarden.explain import explain_json
 from streamwarden.plan.expr import format_timestamp
@@ -199,6 +200,18 @@ class QueryBook:
         stored = self.server.registration(public)
         assert stored is not None
         return Entry(public, public, None, stored), outcomes
+
+    def unregister(self, entry: Entry, settle: Callable[[], None], checkpoint_root: Path | None) -> None:
+        """Remove a query: unregistered, its pipeline stopped (``settle`` applies the store to the
+        running network), then its rows and state removed. Under the registration lock, so a
+        registration of the same id cannot slip in between and lose its state to the removal."""
+        with _registering:
+            try:
+                self.server.unregister(entry.internal)
+            except UnknownName:  # removed meanwhile by another request: nothing left to do
+                raise not_found(f"you have no query {entry.id!r}") from None
+            settle()
+            self.forget(entry, checkpoint_root)
 
     def forget(self, entry: Entry, checkpoint_root: Path | None) -> None:
         """Remove the rows and state of a query no pipeline runs (unregistered, its pipeline
