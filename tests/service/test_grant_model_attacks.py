@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 
 from streamwarden.catalog.registry import access_periods, own_id
 
@@ -148,8 +147,6 @@ def test_an_upgraded_store_keeps_a_shared_query_with_an_own_shaped_id_shared(tmp
 
 
 # -- a provider's token outlives its stream ----------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="provider tokens are bound to a stream's name, not to an identity of it: "
-                                       "to fix with stream incarnations, as for users")
 def test_a_stream_declared_again_does_not_take_its_predecessors_provider_tokens(client, tokens, service):
     """An admin removes Readings from the catalog (its providers' tokens stop working) and later
     declares a stream of that name again: the old providers must not write into the new one."""

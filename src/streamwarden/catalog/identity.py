@@ -17,7 +17,8 @@ token may expire (at most :data:`MAX_LIFETIME` after it is created) and is revok
 user, or by stream and key. A token whose user or stream the stored catalog no longer
 declares stops authenticating too, and a user's token is bound to the user's identity
 (:meth:`~streamwarden.catalog.store.CatalogStore.incarnations`): a user removed from the
-catalog and declared again is a new identity, whom no earlier token speaks for.
+catalog and declared again is a new identity, whom no earlier token speaks for; a
+provider's token is bound to its stream's identity in the same way.
 
 Nothing here logs or returns a token except :func:`create_token`, once.
 
@@ -57,7 +58,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from streamwarden.catalog.model import Catalog, StreamDef
 from streamwarden.catalog.store import (CatalogStore, UTCDateTime, UnknownName, _sources, _utc, add_missing_columns,
-                                       create_tables, incarnation_of)
+                                       create_tables, incarnation_of, stream_incarnation_of)
 from streamwarden.errors import SourceError, StreamwardenError
 from streamwarden.names import check_name, looks_like_token
 
@@ -275,7 +276,7 @@ def create_token(store: str | CatalogStore, user: str | None = None, *, admin: b
     when = _now(now)
     with _opened(store, require_catalog=True) as (the_store, engine):
         kind, name, key = _holder(the_store.load(), user, admin, provider_stream, provider_key)
-        incarnation = the_store.incarnations().get(name) if kind == "user" else None
+        incarnation = (the_store.incarnations() if kind == "user" else the_store.stream_incarnations()).get(name)
         token_id_ = secrets.token_hex(_ID_HEX // 2)
         token = f"{PREFIX}{token_id_}_{secrets.token_urlsafe(32)}"
         with engine.begin() as conn:
@@ -403,8 +404,9 @@ def authenticate(store: str | CatalogStore, token: object, *, now: datetime | No
             if row.revoked_at is not None or (row.expires_at is not None and _utc(row.expires_at) <= when):
                 return None
             users, streams = _declared(conn)
-            if row.kind == "user" and (row.incarnation is None or row.incarnation != incarnation_of(conn, row.name)):
-                return None  # a token of an earlier identity of this user name
+            current = (incarnation_of if row.kind == "user" else stream_incarnation_of)(conn, row.name)
+            if row.incarnation is None or row.incarnation != current:
+                return None  # a token of an earlier identity of this user or stream name
     key = _stored_key(row.provider_key)
     if row.kind == "user":
         return Principal("user", row.name, bool(row.admin), token_id=row.id) if row.name in users else None
@@ -437,13 +439,13 @@ def _opened(store: str | CatalogStore, *, require_catalog: bool) -> Iterator[tup
 
 
 def _bind_existing_tokens(store: CatalogStore, engine: Engine) -> None:
-    """Tokens of a store written before identities: each user's token is bound to the user's
-    identity now (a user not declared now keeps none, so their tokens never authenticate)."""
-    current = store.incarnations()
-    with engine.begin() as conn:
-        for user, incarnation in current.items():
-            conn.execute(update(_tokens).where(_tokens.c.kind == "user", _tokens.c.name == user)
-                         .values(incarnation=incarnation))
+    """Tokens of a store written before identities: each token is bound to the identity of its
+    user or stream now (one not declared now keeps none, so its tokens never authenticate)."""
+    for kind, current in (("user", store.incarnations()), ("provider", store.stream_incarnations())):
+        with engine.begin() as conn:
+            for name, incarnation in current.items():
+                conn.execute(update(_tokens).where(_tokens.c.kind == kind, _tokens.c.name == name)
+                             .values(incarnation=incarnation))
 
 
 def _declared(conn: Connection) -> tuple[frozenset[str], dict[str, str | None]]:

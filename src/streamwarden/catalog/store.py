@@ -141,6 +141,14 @@ _identities = Table(
 )
 
 
+_stream_identities = Table(
+    "stream_identities", _metadata,
+    Column("stream", String, primary_key=True),
+    Column("incarnation", String(16), nullable=False),  # a stream declared again: its providers' tokens are not its
+    Column("since", UTCDateTime(), nullable=False),
+)
+
+
 @lru_cache(maxsize=4)
 def _parsed(text: str, name: str) -> Catalog:
     """A stored catalog's text, validated once per text (a service loads it on every request)."""
@@ -267,6 +275,7 @@ class CatalogStore:
                     continue
                 conn.execute(insert(_actions).values(name=a.name, start=a.start, end=a.end, target=a.target))
             _sync_identities(conn, frozenset(catalog.users), drop=True)
+            _sync_identities(conn, frozenset(catalog.streams), drop=True, table=_stream_identities)
         kept = () if reset_actions else tuple(sorted(live & declared))
         return ActionChanges(kept, tuple(sorted(declared - live)), tuple(dropped),
                              tuple(sorted(live & declared)) if reset_actions else ())
@@ -313,6 +322,15 @@ class CatalogStore:
             return {r.user: (r.incarnation, _utc(r.since)) for r in conn.execute(select(_identities))
                     if r.user in users}
 
+    def stream_incarnations(self) -> dict[str, str]:
+        """Each declared stream's incarnation: a stream removed from the catalog and declared again
+        is another stream, and its providers' earlier tokens are not its (given on first read to
+        a store that predates them)."""
+        with self.engine.begin() as conn:
+            row = conn.execute(select(_sources.c.text)).first()
+            streams = frozenset(_parsed(row.text, "catalog").streams) if row is not None else frozenset()
+            return _sync_identities(conn, streams, drop=False, table=_stream_identities)
+
     def set_action(self, name: str, **values: object) -> None:
         """Update an action's start, end or target (``None`` clears the value). An action the
         store does not hold (the stored catalog does not declare it) is refused: a mistyped
@@ -333,18 +351,28 @@ def incarnation_of(conn: Connection, user: str) -> str | None:
     return conn.execute(select(_identities.c.incarnation).where(_identities.c.user == user)).scalar()
 
 
-def _sync_identities(conn: Connection, users: frozenset[str], *, drop: bool) -> dict[str, str]:
-    """Give every user in ``users`` an incarnation if they have none; with ``drop``, forget the
-    incarnations of users no longer declared (so that declaring them again makes new ones)."""
-    known = {row.user: row.incarnation for row in conn.execute(select(_identities))}
-    gone = sorted(set(known) - users)
+def stream_incarnation_of(conn: Connection, stream: str) -> str | None:
+    """The stream's current incarnation, read in ``conn``: a stream removed from the catalog and
+    declared again is another stream, and its providers' tokens were made for the earlier one."""
+    return conn.execute(select(_stream_identities.c.incarnation)
+                        .where(_stream_identities.c.stream == stream)).scalar()
+
+
+def _sync_identities(conn: Connection, names: frozenset[str], *, drop: bool, table: Table = _identities
+                     ) -> dict[str, str]:
+    """Give every name in ``names`` (users, or streams with ``table``) an incarnation if it has
+    none; with ``drop``, forget those of names no longer declared (so that declaring them again
+    makes new ones)."""
+    key = table.c[table.primary_key.columns.keys()[0]]
+    known = {row[0]: row[1] for row in conn.execute(select(key, table.c.incarnation))}
+    gone = sorted(set(known) - names)
     if drop and gone:
-        conn.execute(delete(_identities).where(_identities.c.user.in_(gone)))
+        conn.execute(delete(table).where(key.in_(gone)))
     now = datetime.now(timezone.utc)
-    for user in sorted(users - set(known)):
-        known[user] = secrets.token_hex(8)
-        conn.execute(insert(_identities).values(user=user, incarnation=known[user], since=now))
-    return {user: known[user] for user in users}
+    for name in sorted(names - set(known)):
+        known[name] = secrets.token_hex(8)
+        conn.execute(insert(table).values({key.name: name, "incarnation": known[name], "since": now}))
+    return {name: known[name] for name in names}
 
 
 def _utc(value: datetime | None) -> datetime | None:
