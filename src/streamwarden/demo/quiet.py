@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from streamwarden.engine.spark_log import active_session, start_logged_spark
+from streamwarden.engine.session import start_logged_spark
+from streamwarden.engine.spark_log import active_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,7 +26,7 @@ def step(console: Console, text: str) -> None:
 def start_spark(log_dir: Path, console: Console) -> "SparkSession":
     """The SparkSession, started (unless one is already active) with Spark's output in
     ``log_dir/spark.log`` rather than on the terminal
-    (:func:`streamwarden.engine.spark_log.start_logged_spark`)."""
+    (:func:`streamwarden.engine.session.start_logged_spark`)."""
     if active_session() is not None:
         return start_logged_spark(log_dir)  # started by the caller (tests): its logging is theirs
     step(console, f"starting Spark (its log: {log_dir / 'spark.log'})")

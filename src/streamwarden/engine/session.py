@@ -46,7 +46,7 @@ import os
 import re
 import sys
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
@@ -215,6 +215,15 @@ def get_spark(master: str | None = None, app_name: str = "streamwarden", conf: S
         return active
     settings = spark_settings(master, conf) if master is not None or conf else current_settings()
     return start_spark(settings, app_name)
+
+
+def start_logged_spark(log_dir: Path) -> SparkSession:
+    """The SparkSession, started (unless one is already active) with Spark's output in
+    ``log_dir/spark.log`` rather than on the terminal (:mod:`streamwarden.engine.spark_log`)."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active  # started by the caller (tests): its logging is theirs
+    return start_spark(replace(current_settings(), log_dir=log_dir))
 
 
 def start_spark(settings: SparkSettings, app_name: str = "streamwarden") -> SparkSession:

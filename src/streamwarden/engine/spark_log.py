@@ -4,11 +4,12 @@ PySpark starts Spark's driver as a JVM, once per process, and that JVM keeps the
 it was started with. Everything Spark writes on it goes there: log4j's warnings, "Using
 Spark's default log4j profile", and what Spark's Python workers print (the
 transformWithState driver worker prints every call; a worker's stderr is copied to the
-JVM's). So :func:`start_logged_spark` starts the JVM with its stderr on ``spark.log`` and a
+JVM's). So :func:`~streamwarden.engine.session.start_logged_spark` starts the JVM with its stderr on ``spark.log`` and a
 log4j2 configuration (warnings and errors, one line each, no banner) passed through
 ``SPARK_SUBMIT_OPTS``; py4j's Python logger writes to the same file.
 
     >>> from pathlib import Path
+    >>> from streamwarden.engine.session import start_logged_spark
     >>> spark = start_logged_spark(Path("logs"))                         # doctest: +SKIP
 """
 
@@ -18,14 +19,12 @@ import logging
 import os
 import sys
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from streamwarden.engine.session import current_settings, start_spark
 from streamwarden.names import private_dir
 
 #: Spark's log4j2 configuration while streamwarden runs: warnings and errors on stderr (the log
@@ -49,15 +48,6 @@ logger.repl.level = warn
 def active_session() -> SparkSession | None:
     """The SparkSession this process already runs, if any."""
     return SparkSession.getActiveSession()
-
-
-def start_logged_spark(log_dir: Path) -> SparkSession:
-    """The SparkSession, started (unless one is already active) with Spark's output in
-    ``log_dir/spark.log`` rather than on the terminal."""
-    active = active_session()
-    if active is not None:
-        return active  # started by the caller (tests): its logging is theirs
-    return start_spark(replace(current_settings(), log_dir=log_dir))
 
 
 #: The log file this process's Spark writes to, once started by :func:`logging_to`.

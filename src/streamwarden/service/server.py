@@ -109,7 +109,7 @@ class _Server(uvicorn.Server):
 def serve(options: ServeOptions) -> int:
     """Run the service until SIGTERM or Ctrl-C; returns the exit status."""
     from streamwarden.engine.session import lower_priority
-    from streamwarden.engine.spark_log import start_logged_spark
+    from streamwarden.engine.session import start_logged_spark
     from streamwarden.runtime.network import NetworkRuntime, default_checkpoint_root
     from streamwarden.service.host import NetworkHost
 
