@@ -55,11 +55,6 @@ def query_sql(result: DataFrame, steps: Sequence[tuple[str, DataFrame]], inputs:
     return "\n".join([*header, body])
 
 
-def plan_sql(frame: DataFrame) -> str:
-    """``frame``'s whole analyzed plan as one SELECT (nothing cut out)."""
-    return _Renderer(frame.sparkSession._jvm, _Names([]), None).sql(_plan(frame))
-
-
 def duration(micros: int) -> str:
     """A whole number of microseconds as an interval string Spark reads back exactly."""
     units = (("day", 86_400_000_000), ("hour", 3_600_000_000), ("minute", 60_000_000), ("second", 1_000_000),

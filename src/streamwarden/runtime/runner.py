@@ -7,18 +7,16 @@ to wait (:meth:`~Runner.wait`, :meth:`~Runner.process_all_available`) and to sto
 runner owns its checkpoints; none exposes how it maps onto Spark queries, except through
 :attr:`~Runner.streams` for progress and metrics.
 
-    >>> runner = ReplayRunner(lambda: 3)
-    >>> runner.start().wait(0), runner.poll(), runner.result
-    (True, False, 3)
+    >>> [name for name in ("poll", "check", "wait", "stop") if hasattr(QueryRunner, name)]
+    ['poll', 'check', 'wait', 'stop']
 """
 
 from __future__ import annotations
 
-from typing import Callable, Generic, Protocol, Sequence, TypeVar, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from pyspark.sql.streaming import StreamingQuery
 
-T = TypeVar("T")
 
 
 @runtime_checkable
@@ -48,43 +46,6 @@ class Runner(Protocol):
     @property
     def streams(self) -> list[StreamingQuery]:
         """The Spark streaming queries running now (none for a replay)."""
-
-
-class ReplayRunner(Generic[T]):
-    """A replay: the whole input at once, as one batch job, when started. ``work`` runs the
-    job and returns its result (rows, a report), kept as :attr:`result`."""
-
-    available_now = True
-
-    def __init__(self, work: Callable[[], T]):
-        self._work = work
-        self.result: T | None = None
-
-    def start(self) -> "ReplayRunner[T]":
-        self.result = self._work()
-        return self
-
-    def poll(self) -> bool:
-        return False  # a replay reads the store once, when it plans
-
-    def check(self) -> None:
-        pass  # a failure is raised by start()
-
-    def wait(self, timeout: float | None) -> bool:
-        return True
-
-    def process_all_available(self) -> None:
-        pass
-
-    def in_batch(self) -> bool:
-        return False
-
-    def stop(self) -> None:
-        pass
-
-    @property
-    def streams(self) -> list[StreamingQuery]:
-        return []
 
 
 class StreamsRunner:
@@ -149,16 +110,4 @@ class QueryRunner(StreamsRunner):
         return [self.stream]
 
 
-class GroupRunner(StreamsRunner):
-    """A fixed group of continuous queries started together (the level processors)."""
-
-    def __init__(self, streams: Sequence[StreamingQuery], *, available_now: bool = False):
-        self._streams = list(streams)
-        self.available_now = available_now
-
-    @property
-    def streams(self) -> list[StreamingQuery]:
-        return list(self._streams)
-
-
-__all__ = ["GroupRunner", "QueryRunner", "ReplayRunner", "Runner", "StreamsRunner"]
+__all__ = ["QueryRunner", "Runner", "StreamsRunner"]
