@@ -52,6 +52,18 @@ def action_column(action: str, kind: str) -> str:
     return f"__action__{action}__{kind}"
 
 
+#: Columns a shared template's rows carry through every operator: the member each row is for
+#: and that member's constants (:mod:`streamwarden.plan.templates`).
+CARRIED = "__carry_"
+MEMBER = CARRIED + "member"
+GRAPH_OF_MEMBER = CARRIED + "graph"  # the member's id of the graph the template stands for
+
+
+def param_column(index: int) -> str:
+    """The member table's column holding a template's ``index``-th constant."""
+    return f"{CARRIED}p{index}"
+
+
 def compile_expr(expr: E.Expr, resolve: Resolver = physical_column) -> SparkColumn:
     """A Spark Column computing ``expr``; ``resolve`` maps plan columns to DataFrame columns."""
     c = lambda e: compile_expr(e, resolve)  # noqa: E731
@@ -61,6 +73,8 @@ def compile_expr(expr: E.Expr, resolve: Resolver = physical_column) -> SparkColu
         return literal(expr)
     if isinstance(expr, E.ActionValue):
         return F.col(action_column(expr.action, expr.kind))
+    if isinstance(expr, E.Param):
+        return F.col(param_column(expr.index))
     if isinstance(expr, E.TimeOfDay):
         ts = c(expr.operand)
         return F.hour(ts) * 3600 + F.minute(ts) * 60 + F.second(ts)  # at most 86,399: cannot overflow

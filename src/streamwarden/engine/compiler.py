@@ -38,7 +38,7 @@ from streamwarden.plan.nodes import (AggCall, Aggregate, Filter, Join, LevelGuar
                                      Source, sources, walk)
 from streamwarden.engine import rows
 from streamwarden.engine.jvm import rows_window
-from streamwarden.engine.columns import SPARK_TYPES, compile_expr, physical_name
+from streamwarden.engine.columns import CARRIED, SPARK_TYPES, compile_expr, physical_name
 from streamwarden.engine.shield.decide import combined_mask, has_bit, server_mask
 from streamwarden.engine.shield.kernel import GOV
 
@@ -290,8 +290,8 @@ class _Compiler(_RowsWindows):
                 for g in grantors[1:]:
                     visible = visible | g
                 masked.append(F.when(visible, F.col(column)).alias(column))
-        extras = [c for c in frame.columns
-                  if c.startswith("__action__") or c.endswith(f"__{ARRIVAL}") or c.endswith(f"__{RANK}")]
+        extras = [c for c in frame.columns if c.startswith(("__action__", CARRIED))
+                  or c.endswith(f"__{ARRIVAL}") or c.endswith(f"__{RANK}")]
         return frame.select(*masked, *extras, holding.alias(POLICIES))
 
     def shield(self, node: Shield) -> DataFrame:  # type: ignore[override]
@@ -337,6 +337,7 @@ class _Compiler(_RowsWindows):
     def project(self, node: Project) -> DataFrame:  # type: ignore[override]
         frame = self.compile(node.child)
         keep = [F.col(POLICIES)] if POLICIES in frame.columns else []
+        keep += [F.col(c) for c in frame.columns if c.startswith(CARRIED)]  # a shared template's member
         if self.inputs.lattice is not None:
             keep.append(self.row_level(node.child, frame).alias(ROW_LEVEL))
         if self.inputs.event_time:

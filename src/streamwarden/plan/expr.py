@@ -56,6 +56,17 @@ class Literal(Expr):
 
 @cached_hash
 @dataclass(frozen=True)
+class Param(Expr):
+    """A constant of a shared query template: the ``index``-th value of each member's row in
+    the template's member table (:mod:`streamwarden.plan.templates`), typed as the literal it
+    replaced."""
+
+    index: int
+    dtype: str
+
+
+@cached_hash
+@dataclass(frozen=True)
 class ProfileRef(Expr):
     """``self.<attr>``: replaced by the user's profile value when a policy is instantiated."""
 
@@ -252,6 +263,8 @@ def _render_node(expr: Expr, qualify: bool, mine: int) -> str:
         return render_literal(expr)
     if isinstance(expr, ProfileRef):
         return f"self.{expr.attr}"
+    if isinstance(expr, Param):
+        return f"?{expr.index}"
     if isinstance(expr, ActionValue):
         return f"{expr.kind}({expr.action})"
     if isinstance(expr, TimeOfDay):

@@ -47,13 +47,16 @@ The runtime keeps a network of registered queries running over file streams:
   ``streamwarden.network`` (:mod:`streamwarden.runtime.quarantine`); it never stops the
   delivery of anyone's rows.
 
-Design decision (measured, see README "One engine"): one Spark query per pipeline, not
-one query for the whole network. Spark SQL plans are trees: a subplan used by two
-consumers runs twice in one query (exchange reuse does not apply: column pruning makes
-the branches differ), so one query would share nothing but the source's bookkeeping,
-while it would couple every pipeline's watermark, failures and restarts, and adding a
-query would renumber the stateful operators of the others, whose state Spark would
-then restore into the wrong operators.
+**Queries as data, where the shape allows.** Every pipeline that evaluates a tuple at a
+time over one plain stream (selections and projections under read policies) is a member
+of its stream's *group* (:mod:`streamwarden.runtime.groups`): one Spark query for all of
+them, whatever their number, which joins each micro-batch with the members' constants
+and registers members without a restart. Sharing *subplans* between Spark queries is
+not the way: Spark SQL plans are trees, a subplan used by two consumers runs twice in
+one query (exchange reuse does not apply: column pruning makes the branches differ), and
+stateful operators added to a running query would be renumbered and restored into the
+wrong state. So every other pipeline (windows, joins, shields, levels) still runs as a
+Spark query of its own.
 
     >>> # rt = NetworkRuntime(spark, store_url, {"S": "in/S"}, "out", "cp"); rt.start(available_now=True)
     >>> # rt.await_termination(); read_user_rows(spark, "out", "ann", "q1")
@@ -89,6 +92,7 @@ from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import check_name, make_private, open_private, private_dir, safe_path
 from streamwarden.plan.nodes import sources
 from streamwarden.runtime.deliveries import record_delivery
+from streamwarden.runtime.groups import StreamGroup, hosting
 from streamwarden.runtime.network_replay import within_periods
 from streamwarden.runtime.plan import NetworkPlan, Pipeline, plan_network
 from streamwarden.runtime.quarantine import QuarantineLog
@@ -125,6 +129,7 @@ class _Running:
     quarantined: int = 0  # broken input records dropped (since this process started)
     last_quarantined: str | None = None  # where the latest micro-batch's first one was (file:line), never its text
     quarantine_log: QuarantineLog = field(default_factory=QuarantineLog)  # which micro-batches were counted
+    group: str | None = None  # the stream whose group hosts it (streamwarden.runtime.groups); None: its own query
 
 
 class NetworkRuntime(StreamsRunner):
@@ -152,6 +157,7 @@ class NetworkRuntime(StreamsRunner):
         self.trigger = trigger
         self.available_now = False
         self.running: dict[str, _Running] = {}  # by pipeline name
+        self.groups: dict[str, StreamGroup] = {}  # by stream: the shared groups (streamwarden.runtime.groups)
         self.plan = NetworkPlan(())
         self.catalog: Catalog | None = None
         self._seen: tuple[str, int] | None = None  # (registrations and catalog hash, last access change seq)
@@ -202,6 +208,8 @@ class NetworkRuntime(StreamsRunner):
         with self._lock:
             for running in self.running.values():
                 _stop(running)
+            for group in self.groups.values():
+                group.stop()
             self._stopped.set()
 
     def await_termination(self) -> None:
@@ -230,9 +238,7 @@ class NetworkRuntime(StreamsRunner):
             self.check()
             return self._stopped.wait(timeout)
         finally:
-            with self._lock:
-                for running in self.running.values():
-                    _read_quarantine(running)
+            self._read_quarantines()
 
     def process_all_available(self) -> None:
         """Return once every running pipeline has processed what its inputs hold now."""
@@ -248,8 +254,10 @@ class NetworkRuntime(StreamsRunner):
     def streams(self) -> list[StreamingQuery]:
         """The Spark queries of the pipelines running (or done) now, failed ones left out."""
         with self._lock:
-            return [r.stream for r in self.running.values() if r.stream is not None and r.failure is None
-                    and _failure(r.stream) is None]
+            own = [r.stream for r in self.running.values() if r.stream is not None and r.failure is None
+                   and _failure(r.stream) is None]
+            return own + [g.query for g in self.groups.values() if g.query is not None and g.failure is None
+                          and _failure(g.query) is None]
 
     def check(self) -> None:
         """Note the pipelines that stopped on an error (each alone: the others run on); never
@@ -259,6 +267,13 @@ class NetworkRuntime(StreamsRunner):
                 if running.failure is None and (failed := _failure(running.stream)) is not None:
                     running.failure = failed
                     log.error("pipeline %s failed: %s", name, failed)
+            for group in self.groups.values():
+                if group.failure is None and (failed := _failure(group.query)) is not None:
+                    group.failure = failed
+                    log.error("%s failed: %s", group.name, failed)
+                if group.failure is not None:  # its members fail with it, each reported as its own
+                    for running, _ in group.members.values():
+                        running.failure = running.failure or group.failure
 
     def failures(self) -> dict[str, str]:
         """Failed pipelines by name, each with its one-line reason."""
@@ -268,10 +283,28 @@ class NetworkRuntime(StreamsRunner):
 
     def pipelines(self) -> list[tuple[str, _Running]]:
         """The pipelines planned now, by name (a copy, taken under the runtime's lock)."""
+        self._read_quarantines()
+        with self._lock:
+            return list(self.running.items())
+
+    def _read_quarantines(self) -> None:
+        """The broken records every query quarantined since the last read (a group's count for each
+        of its members: their input is the group's)."""
         with self._lock:
             for running in self.running.values():
                 _read_quarantine(running)
-            return list(self.running.items())
+            for group in self.groups.values():
+                if group.query is None:
+                    continue
+                try:
+                    found_now = group.quarantine_log.read_query(group.query)
+                except Exception:  # stopping under us
+                    continue
+                for found in found_now:
+                    log.warning("%s", found.line(group.name))
+                    for running, _ in group.members.values():
+                        running.quarantined += found.records
+                        running.last_quarantined = found.first
 
     # -- planning ----------------------------------------------------------------------------
     def _read_store(self) -> tuple[Catalog, tuple[RegisteredQuery, ...]]:
@@ -293,6 +326,8 @@ class NetworkRuntime(StreamsRunner):
         for name in [n for n in self.running if n not in wanted]:  # retired: unregistered, or a new plan
             retired = self.running.pop(name)
             _stop(retired)
+            if retired.group is not None:
+                self.groups[retired.group].release(name)
             self._handover(retired.pipeline.query.id, retired.pipeline.users, retired.emitted)
         if not self.running:  # starting: pipelines that ran before but are not wanted now retired meanwhile
             self._handover_stale({p.fingerprint[:32] for p in plan.pipelines})
@@ -305,6 +340,16 @@ class NetworkRuntime(StreamsRunner):
                     running.failure, running.stream = None, None
                 continue
             self.running[name] = self._prepare(pipeline)
+        for name, running in self.running.items():  # who a shared group hosts (streamwarden.runtime.groups)
+            place = hosting(running.pipeline, catalog, running.checkpoint) if running.stream is None else None
+            if running.group is not None and (place is None or place.stream != running.group):
+                self.groups[running.group].release(name)
+                running.group = None
+            if place is not None:
+                group = self.groups.get(place.stream) or self.groups.setdefault(place.stream,
+                                                                              StreamGroup(self, place.stream))
+                group.host(running, place)
+                running.group = place.stream
         self.plan = plan
         self.catalog = catalog
 
@@ -324,7 +369,10 @@ class NetworkRuntime(StreamsRunner):
                 continue
             if recorded is not None:
                 for name in [n for n, r in self.running.items() if r.pipeline.query.id == q.id]:
-                    _stop(self.running.pop(name))
+                    retired = self.running.pop(name)
+                    _stop(retired)
+                    if retired.group is not None:
+                        self.groups[retired.group].release(name)
                 stamp = f"{q.id}-{recorded}"
                 _move_aside(self.root / q.id, self.root / RETIRED / stamp)
                 for folder in self.output.glob(f"*/{q.id}"):
@@ -362,6 +410,17 @@ class NetworkRuntime(StreamsRunner):
             if identity is not None:
                 _write_text(marker, identity + "\n")
         return folder
+
+    def _emitted(self, running: _Running, at: datetime) -> None:
+        """A pipeline emitted a row at event time ``at`` (kept in its checkpoint: switches, handovers
+        and statuses follow it)."""
+        if running.emitted is None or at > running.emitted:
+            running.emitted = at
+            _write_time(running.checkpoint / "emitted.json", at)
+
+    def query_of(self, running: _Running) -> StreamingQuery | None:
+        """The Spark query that runs a pipeline: its own, or its group's."""
+        return self.groups[running.group].query if running.group is not None else running.stream
 
     # -- can the network run it? -----------------------------------------------------------------
     def runnable_problem(self, query: RegisteredQuery, catalog: Catalog) -> str | None:
@@ -422,7 +481,7 @@ class NetworkRuntime(StreamsRunner):
     def _switch(self, changes: tuple[AccessChange, ...]) -> None:
         """Start the pipelines some user can still receive rows of; stop the others."""
         for name, running in self.running.items():
-            if running.failure is not None:
+            if running.failure is not None or running.group is not None:
                 continue
             failed = _failure(running.stream)
             if failed is not None:  # stopped on an error: alone, reported, not restarted in a loop
@@ -439,6 +498,20 @@ class NetworkRuntime(StreamsRunner):
                     log.error("pipeline %s cannot start: %s", name, running.failure)
             elif not wanted and running.stream is not None and running.stream.isActive:
                 _stop(running)
+        for group in self.groups.values():  # a group runs while one of its members can receive a row
+            if group.failure is not None:
+                continue
+            wanted = any(self._receivable(r, changes) for r, _ in list(group.members.values()))
+            active = group.query is not None and group.query.isActive
+            if wanted and not active:
+                try:
+                    assert self.catalog is not None
+                    group.start(self.catalog)
+                except Exception as exc:  # the group alone: its members fail with it, the others run
+                    group.query, group.failure = None, _first_line(exc)
+                    log.error("%s cannot start: %s", group.name, group.failure)
+            elif not wanted and active:
+                group.stop()
 
     def _receivable(self, running: _Running, changes: tuple[AccessChange, ...]) -> bool:
         """Can some user of the pipeline still receive a row: a grant open, or ending after the
@@ -577,10 +650,7 @@ class _TerminalSwitch:
             running.withheld[user] = running.withheld.get(user, 0) + emitted_rows - delivered_rows.get(user, 0)
         latest = observed.get.get("latest")
         if latest is not None:
-            emitted = parse_timestamp(latest)
-            if running.emitted is None or emitted > running.emitted:
-                running.emitted = emitted
-                _write_time(running.checkpoint / "emitted.json", emitted)
+            runtime._emitted(running, parse_timestamp(latest))
         running.batches += 1
 
     def _decide(self, batch_id: int) -> list[tuple[int, str, list[Period]]]:

@@ -98,10 +98,11 @@ class NetworkHost:
         for name, r in running:
             progress: Mapping[str, Any] | None = None
             active = False
-            if r.stream is not None:
+            query = self.runtime.query_of(r)  # its own Spark query, or its shared group's
+            if query is not None:
                 try:
-                    active = r.stream.isActive
-                    progress = r.stream.lastProgress
+                    active = query.isActive
+                    progress = query.lastProgress
                 except Exception:  # stopping under us
                     progress = None
             durations = (progress or {}).get("durationMs") or {}

@@ -1,0 +1,131 @@
+"""Query templates: many users' secured graphs as one plan and a table of their constants.
+
+A thousand users under one policy template (``ward = self.ward``) asking one query template
+(``value > c``) hold a thousand graphs that differ only in their constants. Sharing them
+(AStream, CACQ: queries as data) means running the one plan those graphs have in common
+over a *member table*, one row of constants per graph, instead of a thousand plans.
+:func:`parameterize` finds that plan: each constant of a selection or a policy condition
+becomes a :class:`~streamwarden.plan.expr.Param`, and the constants, in order, are the
+member's row. Graphs with equal templates share; equality conjuncts on a parameter
+(``ward = ?0``) are returned as *keys*, so an engine can find each tuple's members by a
+hash lookup instead of testing every member.
+
+Only what evaluates one tuple at a time is a template here: one plain stream, its secure
+read view, selections and the projection. Windows, joins, shields, levels, live action
+values and ``[ROWS n]`` keep their own plans (None).
+
+    >>> from streamwarden.plan.expr import Column, Compare, Literal
+    >>> from streamwarden.plan.nodes import Filter, Project, Source
+    >>> src = Source("S", "s", (("ts", "timestamp"), ("v", "double")))
+    >>> q = Project(Filter(src, Compare(">", Column("s", "v", "double"), Literal(5, "int"))),
+    ...             (("v", Column("s", "v", "double")),))
+    >>> t = parameterize(q)
+    >>> E.render(t.root.child.predicate), t.values
+    ('S.v > ?0', (5,))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from streamwarden.plan import expr as E
+from streamwarden.plan.hashing import stable_text
+from streamwarden.plan.nodes import Filter, Node, Project, SecureView, Source, View, walk
+
+#: Literal types a template takes as parameters (a level or a time of day stays in the plan).
+PARAMETER_TYPES = frozenset({"int", "long", "double", "string", "boolean", "timestamp"})
+_SHAREABLE = (Source, SecureView, Filter, Project)
+
+
+@dataclass(frozen=True)
+class Template:
+    """A graph's shared plan (``root``, with :class:`~streamwarden.plan.expr.Param`), this graph's
+    constants (``values``, by parameter index, with their ``types``), and the equality keys
+    (``(stream attribute, parameter index)``) every row of the graph satisfies."""
+
+    root: Node
+    values: tuple[Any, ...]
+    types: tuple[str, ...]
+    keys: tuple[tuple[str, int], ...]
+
+    @property
+    def stream(self) -> str:
+        return next(n.stream for n in walk(self.root) if isinstance(n, Source))
+
+    @property
+    def key(self) -> str:
+        """The template's identity: equal for graphs that share it, the same in every process."""
+        return stable_text((self.root, self.types, self.keys))
+
+
+def parameterize(root: Node) -> Template | None:
+    """``root``'s template, or None when it is not a shape one shared plan can run (see the
+    module docstring). Relations are renamed to their stream, so ``FROM S`` and ``FROM S AS x``
+    share."""
+    nodes = list(walk(root))
+    found = [n for n in nodes if isinstance(n, Source)]
+    if len(found) != 1 or found[0].window is not None or not all(isinstance(n, _SHAREABLE) for n in nodes):
+        return None
+    if any(isinstance(n, SecureView) and n.kind != "read" for n in nodes):
+        return None
+    if any(E.action_refs(e) for n in nodes for e in n.expressions()):
+        return None
+    source = found[0]
+    values: list[Any] = []
+    types: list[str] = []
+
+    def constant(expr: E.Expr) -> E.Expr:
+        def swap(node: E.Expr) -> E.Expr | None:
+            if isinstance(node, E.Column) and node.relation == source.relation:
+                return E.Column(source.stream, node.name, node.dtype)
+            if isinstance(node, E.Literal) and node.value is not None and node.dtype in PARAMETER_TYPES:
+                values.append(node.value)
+                types.append(node.dtype)
+                return E.Param(len(values) - 1, node.dtype)
+            return None
+
+        return E.transform(expr, swap)
+
+    def rename(expr: E.Expr) -> E.Expr:
+        return E.rename_relation(expr, {source.relation: source.stream})
+
+    def rebuild(node: Node) -> Node:
+        if isinstance(node, Source):
+            return replace(node, relation=node.stream)
+        child = rebuild(node.children()[0])
+        if isinstance(node, Filter):
+            return replace(node, child=child, predicate=constant(node.predicate))
+        if isinstance(node, SecureView):
+            views = tuple(View(v.policy_id, constant(v.condition), None if v.attributes is None else frozenset(
+                (source.stream if r == source.relation else r, a) for r, a in v.attributes)) for v in node.views)
+            return replace(node, child=child, views=views)
+        assert isinstance(node, Project)
+        return replace(node, child=child, items=tuple((name, rename(e)) for name, e in node.items))
+
+    template = rebuild(root)
+    return Template(template, tuple(values), tuple(types), _keys(template))
+
+
+def _keys(root: Node) -> tuple[tuple[str, int], ...]:
+    """Equality conjuncts ``attribute = ?k`` that every row of ``root`` satisfies: those of its
+    selections, and of its secure view when it has one view (with several, a row passes when
+    any holds, so no one view's conjunct is necessary)."""
+    necessary: list[E.Expr] = []
+    for node in walk(root):
+        if isinstance(node, Filter):
+            necessary += E.conjuncts(node.predicate)
+        elif isinstance(node, SecureView) and len(node.views) == 1:
+            necessary += E.conjuncts(node.views[0].condition)
+    keys = set()
+    for conjunct in necessary:
+        if isinstance(conjunct, E.Compare) and conjunct.op == "=":
+            sides = (conjunct.left, conjunct.right)
+            column = next((s for s in sides if isinstance(s, E.Column)), None)
+            param = next((s for s in sides if isinstance(s, E.Param)), None)
+            if column is not None and param is not None and column.dtype == param.dtype:
+                keys.add((column.name, param.index))
+    return tuple(sorted(keys))
+
+
+__all__ = ["PARAMETER_TYPES", "Template", "parameterize"]

@@ -1,0 +1,388 @@
+"""Shared groups: the registered queries over one plain stream that evaluate a tuple at a
+time, run by ONE Spark streaming query whatever their number (issue 25).
+
+Each such pipeline (a registered query secured for the users with one plan) is a *member*
+of its stream's group: its graphs are reduced to query templates and constants
+(:mod:`streamwarden.plan.templates`), and every micro-batch of the group's query evaluates
+all members of a template at once, finding each tuple's members by a hash join on the
+template's equality keys (:mod:`streamwarden.engine.shared`). The members' rows then go
+through the same terminal switch as a pipeline of its own — who receives which event
+times, decided once per micro-batch and recorded before anything is written — in one
+partitioned write for the whole group, numbered per user.
+
+**Members come and go without a restart.** The group reads its members at every
+micro-batch. One that joins a running group at micro-batch N first receives what the
+group read before N: a batch job over exactly those files (the file source's own log in
+the group's checkpoint), delivered once, whatever crash comes between. So a member sees
+the same rows as a pipeline of its own started from the input's beginning.
+
+What a group does not host keeps its own pipeline: windows, joins, punctuated streams,
+security levels, live action values, ``ON RESULT``, and pipelines that already ran as
+their own Spark query (their checkpoint holds where they are).
+
+    >>> # group = StreamGroup(runtime, "Readings"); group.host(running, hosting)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+
+from streamwarden.catalog.model import Catalog
+from streamwarden.catalog.registry import access_periods
+from streamwarden.engine.columns import MEMBER
+from streamwarden.engine.compiler import EVENT
+from streamwarden.engine.execute import build_job, iso_timestamp
+from streamwarden.engine.shared import ROW, Member, row_json, shared_input, shared_rows
+from streamwarden.engine.sinks import committed_batches, start_writer, stream_writer
+from streamwarden.language.expressions import parse_timestamp
+from streamwarden.names import make_private, private_dir, safe_path
+from streamwarden.plan.templates import Template, parameterize
+from streamwarden.runtime.deliveries import record_delivery
+from streamwarden.runtime.plan import Pipeline
+from streamwarden.runtime.quarantine import QuarantineLog
+
+if TYPE_CHECKING:
+    from streamwarden.runtime.network import NetworkRuntime, _Running
+
+GROUPS = ".groups"  # in the checkpoint root: one folder per stream's group
+_TO = "_to"
+
+
+@dataclass(frozen=True)
+class Hosting:
+    """How a group hosts a pipeline: its stream, and each deployed graph's template."""
+
+    stream: str
+    graphs: tuple[tuple[str, Template], ...]  # (graph id, template)
+
+
+def hosting(pipeline: Pipeline, catalog: Catalog, checkpoint: Path) -> Hosting | None:
+    """The pipeline's place in its stream's group, or None when it keeps a pipeline of its own
+    (see the module docstring)."""
+    rewriting = pipeline.rewriting
+    if catalog.lattice is not None or rewriting.on_result or not rewriting.deployed:
+        return None
+    if committed_batches(checkpoint / "spark"):
+        return None  # it ran as its own Spark query: its checkpoint holds where it is
+    graphs = []
+    for graph in rewriting.deployed:
+        template = parameterize(graph.root)
+        if template is None:
+            return None
+        graphs.append((graph.id, template))
+    streams = {t.stream for _, t in graphs}
+    if len(streams) != 1:
+        return None
+    stream = streams.pop()
+    if catalog.streams[stream].punctuated:
+        return None
+    return Hosting(stream, tuple(graphs))
+
+
+class StreamGroup:
+    """One stream's group: its Spark query, its members, and what it has delivered."""
+
+    def __init__(self, runtime: "NetworkRuntime", stream: str):
+        self.runtime = runtime
+        self.stream = stream
+        self.checkpoint = runtime.root / GROUPS / stream
+        self.members: dict[str, tuple["_Running", Hosting]] = {}  # by pipeline name
+        self.query: StreamingQuery | None = None
+        self.failure: str | None = None
+        self.quarantine_log = QuarantineLog(_tag(stream))
+        self._lock = threading.Lock()  # members change under the runtime's lock, batches read them under this
+
+    @property
+    def name(self) -> str:
+        return f"group-{self.stream}"
+
+    # -- members ---------------------------------------------------------------------------
+    def host(self, running: "_Running", place: Hosting) -> None:
+        with self._lock:
+            self.members[running.pipeline.name] = (running, place)
+
+    def release(self, name: str) -> None:
+        with self._lock:
+            self.members.pop(name, None)
+
+    # -- its Spark query -------------------------------------------------------------------
+    def start(self, catalog: Catalog) -> None:
+        runtime = self.runtime
+        private_dir(self.checkpoint)
+        frame = shared_input(runtime.spark, catalog.streams[self.stream], str(runtime.inputs[self.stream]),
+                             tag=_tag(self.stream))
+        writer = stream_writer(frame, self.checkpoint / "spark", trigger=runtime.trigger,
+                               available_now=runtime.available_now, query_name=self.name, each_batch=self._batch)
+        self.query = start_writer(writer, runtime.spark)
+
+    def stop(self) -> None:
+        if self.query is not None:
+            try:
+                self.query.stop()
+            finally:
+                self.query = None
+
+    # -- one micro-batch -------------------------------------------------------------------
+    def _batch(self, batch: DataFrame, batch_id: int) -> None:
+        decision = self._decide(batch_id)
+        if not decision["members"]:
+            batch.write.format("noop").mode("overwrite").save()
+            return
+        with self._lock:
+            hosted = {name: self.members[name] for name in decision["members"] if name in self.members}
+        templates: dict[str, tuple[Template, list[Member]]] = {}
+        for index, name in enumerate(decision["members"]):
+            if name not in hosted:
+                continue  # gone since this batch was decided (its first attempt's rows stay as they were)
+            for graph, template in hosted[name][1].graphs:
+                templates.setdefault(template.key, (template, []))[1].append(Member(index, graph, template.values))
+        rows = shared_rows(batch, templates)
+        if rows is None:
+            return
+        rows = rows.persist()
+        try:
+            stats = {r[MEMBER]: (r["latest"], r["rows"]) for r in rows.groupBy(MEMBER).agg(
+                iso_timestamp(F.max(EVENT)).alias("latest"), F.count(F.lit(1)).alias("rows")).collect()}
+            delivered = self._deliver(rows, decision, hosted, f"live-{batch_id}", batch_id)
+        finally:
+            rows.unpersist()
+        for index, name in enumerate(decision["members"]):
+            if name not in hosted:
+                continue
+            running = hosted[name][0]
+            latest, emitted_rows = stats.get(index, (None, 0))
+            for user in running.pipeline.users:
+                running.withheld[user] = running.withheld.get(user, 0) + emitted_rows - delivered.get((index, user), 0)
+            if latest is not None:
+                self.runtime._emitted(running, parse_timestamp(latest))
+            running.batches += 1
+        for index, name in enumerate(decision["members"]):  # members that joined now: what came before
+            joined = decision["joined"].get(name) or {}
+            if name in hosted and joined.get("batch") == batch_id and batch_id > 0:
+                self._backfill(hosted[name], index, decision, batch_id, joined.get("emitted"))
+
+    def _decide(self, batch_id: int) -> dict[str, Any]:
+        """Who is a member and who receives which event times in micro-batch ``batch_id``: decided
+        once (from the members and access changes now), recorded before anything is written,
+        read back when Spark runs the batch again after a crash."""
+        folder = self.checkpoint / "decisions"
+        path = folder / f"{batch_id}.json"
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            pass
+        runtime = self.runtime
+        joined = _read_json(self.checkpoint / "joined.json")
+        with runtime._lock:
+            with self._lock:
+                members = sorted(self.members)
+                pipelines = {name: self.members[name][0] for name in members}
+            changes = runtime.server.changes()
+            identities = runtime.store.incarnations()
+            recipients = []
+            for index, name in enumerate(members):
+                running = pipelines[name]
+                current = runtime.server.registration(running.pipeline.query.id)
+                if current is None or current.rid != running.pipeline.query.rid:
+                    continue  # replaced or removed since it was planned: its grants are not these
+                for user in running.pipeline.users:
+                    periods = _after(access_periods(changes, running.pipeline.query, user), running.after.get(user))
+                    if periods:
+                        recipients.append([index, user, [[_iso(a), _iso(b)] for a, b in periods],
+                                           identities.get(user)])
+        keys = {name: _member_key(pipelines[name]) for name in members}
+        for name in members:  # when each joined, and what its own checkpoint says it had emitted then
+            if keys[name] not in joined:
+                joined[keys[name]] = {"batch": batch_id, "emitted": _iso(pipelines[name].emitted)}
+        decision = {"members": members, "recipients": recipients, "joined": {n: joined[keys[n]] for n in members}}
+        private_dir(folder)
+        _write_json(path, decision)
+        _write_json(self.checkpoint / "joined.json", {keys[n]: joined[keys[n]] for n in members})
+        for old in folder.glob("*.json"):  # Spark replays only its latest batch: earlier ones are committed
+            if old.stem.isdigit() and int(old.stem) < batch_id:
+                old.unlink(missing_ok=True)
+        return decision
+
+    def _deliver(self, rows: DataFrame, decision: dict[str, Any], hosted: dict[str, tuple["_Running", Hosting]],
+                 key: str, batch_id: int, only: int | None = None) -> dict[tuple[int, str], int]:
+        """Each recipient's rows of ``rows`` into their folder, in one partitioned write: the
+        delivered count per (member, user)."""
+        runtime = self.runtime
+        identities = runtime.store.incarnations()
+        recipients = [(r, index, user, periods) for r, (index, user, periods, identity)
+                      in enumerate(decision["recipients"])
+                      if decision["members"][index] in hosted and (only is None or index == only)
+                      and identities.get(user) == identity]  # a user declared again since: not hers
+        if not recipients:
+            return {}
+        table = [(r, index, parse_timestamp(a), None if b is None else parse_timestamp(b))
+                 for r, index, _, periods in recipients for a, b in periods]
+        schema = StructType([StructField("_r", LongType()), StructField("_m", LongType()),
+                             StructField("_from", TimestampType()), StructField("_until", TimestampType())])
+        spark = rows.sparkSession
+        periods = F.broadcast(spark.createDataFrame(table, schema))
+        matched = rows.join(periods, (rows[MEMBER] == periods["_m"]) & (rows[EVENT] >= periods["_from"])
+                            & (periods["_until"].isNull() | (rows[EVENT] < periods["_until"])), "inner")
+        staging = runtime.root / ".staging" / f"{self.name}-{key}"
+        matched.select(F.col("_r").alias(_TO), F.col(ROW)).write.mode("overwrite").partitionBy(_TO).text(str(staging))
+        delivered: dict[tuple[int, str], int] = {}
+        for r, index, user, _ in recipients:
+            part = staging / f"{_TO}={r}"
+            if not part.is_dir():
+                continue
+            count = sum(p.read_bytes().count(b"\n") for p in part.iterdir() if p.name.startswith("part-"))
+            if not count:
+                continue
+            running = hosted[decision["members"][index]][0]
+            pipeline = running.pipeline
+            number = _Numbers(running.checkpoint / "numbers" / f"{user}.group.json").number(key)
+            name = f"batch={pipeline.fingerprint[:12]}-g{number:010d}"
+            target = safe_path(runtime.output, user, pipeline.query.id, name)
+            shutil.rmtree(target, ignore_errors=True)  # a retried batch's first attempt
+            runtime._user_folder(user)
+            private_dir(target.parent)
+            make_private(part)
+            shutil.move(str(part), str(target))
+            record_delivery(target.parent, name, count)
+            running.rows[user] = running.rows.get(user, 0) + count
+            delivered[(index, user)] = count
+        shutil.rmtree(staging, ignore_errors=True)
+        return delivered
+
+    def _backfill(self, member: tuple["_Running", Hosting], index: int, decision: dict[str, Any],
+                  batch_id: int, emitted: str | None) -> None:
+        """What the group read before ``batch_id``, the micro-batch ``member`` joined at: the same
+        rows a pipeline of its own would have delivered, computed by a batch job over exactly
+        the files of those micro-batches (hard links in a private folder), delivered once. A
+        member that had emitted rows before (it left the group and came back) gets only later
+        ones (``emitted``: its latest event time then)."""
+        running, _ = member
+        files = _processed_files(self.checkpoint / "spark", before=batch_id)
+        if not files:
+            return
+        runtime = self.runtime
+        links = runtime.root / ".staging" / f"{self.name}-files-{batch_id}"
+        shutil.rmtree(links, ignore_errors=True)
+        private_dir(links)
+        for i, source in enumerate(files):
+            target = links / f"{i:08d}-{Path(source).name}"
+            try:
+                os.link(source, target)
+            except OSError:
+                shutil.copyfile(source, target)
+        try:
+            catalog = runtime.catalog
+            assert catalog is not None
+            job = build_job(runtime.spark, catalog, running.pipeline.rewriting, {self.stream: links}, streaming=False,
+                            event_time=True, on_broken="quarantine")
+            frame = job.union()
+            if frame is None:
+                return
+            rows = row_json(frame).withColumn(MEMBER, F.lit(index).cast("long"))
+            if emitted is not None:
+                rows = rows.filter(F.col(EVENT) > F.lit(parse_timestamp(emitted)))
+            self._deliver(rows, decision, {decision["members"][index]: member}, f"backfill-{batch_id}", batch_id,
+                          only=index)
+            latest = rows.agg(iso_timestamp(F.max(EVENT))).first()[0]
+            if latest is not None:
+                runtime._emitted(running, parse_timestamp(latest))
+        finally:
+            shutil.rmtree(links, ignore_errors=True)
+
+
+class _Numbers:
+    """A user's folder numbers for one pipeline's group deliveries: 0, 1, 2, ... in order of
+    first delivery, the same for a delivery made again after a crash (its key: ``live-N`` or
+    ``backfill-N``), so a folder's name never counts what she did not receive."""
+
+    KEPT = 64  # keys remembered: Spark replays only its latest batch
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def number(self, key: str) -> int:
+        record = _read_json(self.path) or {"next": 0, "assigned": {}}
+        if key in record["assigned"]:
+            return int(record["assigned"][key])
+        number = int(record["next"])
+        assigned = dict(list(record["assigned"].items())[-(self.KEPT - 1):])
+        assigned[key] = number
+        private_dir(self.path.parent)
+        _write_json(self.path, {"next": number + 1, "assigned": assigned})
+        return number
+
+
+def _processed_files(checkpoint: Path, *, before: int) -> list[str]:
+    """The files Spark's file source read in micro-batches before ``before`` (its log, compacted
+    every few batches into ``N.compact``), as local paths."""
+    from urllib.parse import unquote, urlparse
+
+    log = checkpoint / "sources" / "0"
+    entries: dict[str, int] = {}
+    if not log.is_dir():
+        return []
+    for path in sorted(log.iterdir()):
+        if path.name.startswith("."):
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines()[1:]:  # the first line is the log's version
+            if not line.strip():
+                continue
+            entry = json.loads(line)
+            if int(entry["batchId"]) < before:
+                entries[entry["path"]] = int(entry["batchId"])
+    paths = []
+    for uri in sorted(entries, key=lambda u: (entries[u], u)):
+        parsed = urlparse(uri)
+        paths.append(unquote(parsed.path) if parsed.scheme in ("file", "") else uri)
+    return paths
+
+
+def _after(periods: list[tuple[datetime, datetime | None]], after: datetime | None
+           ) -> list[tuple[datetime, datetime | None]]:
+    from streamwarden.runtime.network import _delivered_after
+
+    return _delivered_after(periods, after)
+
+
+def _iso(t: datetime | None) -> str | None:
+    from streamwarden.plan.expr import format_timestamp
+
+    return None if t is None else format_timestamp(t)
+
+
+def _member_key(running: "_Running") -> str:
+    """A member as the group remembers when it joined: its pipeline in one registration (a query
+    registered again under its id is a new member, and starts from the input's beginning)."""
+    return f"{running.pipeline.name}@{running.pipeline.query.rid or ''}"
+
+
+def _tag(stream: str) -> str:
+    return f"_group_{stream}"
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_json(path: Path, value: Any) -> None:
+    from streamwarden.runtime.network import _write_text
+
+    _write_text(path, json.dumps(value) + "\n")
+
+
+__all__ = ["GROUPS", "Hosting", "StreamGroup", "hosting"]
