@@ -57,8 +57,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from sqlalchemy import Boolean, Column, ColumnElement, Integer, MetaData, Row, String, Table, Text, delete, insert, select, update
 
-from streamwarden.catalog.registry import (ALL_TIME, QUERY, STREAM, AccessChange, RegisteredQuery, grant_openings,
-                                           parse_own_id, query_streams)
+from streamwarden.catalog.registry import (ALL_TIME, QUERY, STREAM, AccessChange, ChangeLog, RegisteredQuery,
+                                           grant_openings, parse_own_id, query_streams)
 from streamwarden.catalog.store import CatalogStore, UnknownName, UTCDateTime, _utc, add_missing_columns, create_tables
 from streamwarden.errors import StreamwardenError
 from streamwarden.language.expressions import parse_timestamp
@@ -271,16 +271,16 @@ class AuthorizationServer:
         for c in ordered:
             self._change(c.query, c.user, c.grant, c.ts)
 
-    def changes(self) -> tuple[AccessChange, ...]:
+    def changes(self) -> ChangeLog:
         """The live changes, in the order issued: each made for its query's current registration
         and its user's current identity (see the module docstring)."""
         identities = self.store.incarnations()
         with self.store.engine.connect() as conn:
             rids = {row.id: row.rid for row in conn.execute(select(_registered.c.id, _registered.c.rid))}
             rows = conn.execute(select(_changes).order_by(_changes.c.seq)).all()
-        return tuple(_change(r) for r in rows
-                     if r.incarnation is not None and r.incarnation == identities.get(r.user)
-                     and (r.scope == STREAM or (r.rid is not None and r.rid == rids.get(r.query))))
+        return ChangeLog(_change(r) for r in rows
+                         if r.incarnation is not None and r.incarnation == identities.get(r.user)
+                         and (r.scope == STREAM or (r.rid is not None and r.rid == rids.get(r.query))))
 
     def history(self) -> tuple[AccessChange, ...]:
         """Every change ever recorded, live or not, in the order issued."""

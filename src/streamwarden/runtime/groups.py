@@ -191,10 +191,11 @@ class StreamGroup:
                 pipelines = {name: self.members[name][0] for name in members}
             changes = runtime.server.changes()
             identities = runtime.store.incarnations()
+            registered = {q.id: q for q in runtime.server.registrations()}
             recipients = []
             for index, name in enumerate(members):
                 running = pipelines[name]
-                current = runtime.server.registration(running.pipeline.query.id)
+                current = registered.get(running.pipeline.query.id)
                 if current is None or current.rid != running.pipeline.query.rid:
                     continue  # replaced or removed since it was planned: its grants are not these
                 for user in running.pipeline.users:
