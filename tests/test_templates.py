@@ -1,0 +1,56 @@
+"""Query templates (plan.templates): which secured graphs share one plan, and their constants."""
+
+from __future__ import annotations
+
+from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.plan.templates import parameterize
+from streamwarden.security.passes import secure
+
+CATALOG = load_catalog_text("""
+streams:
+  R: {schema: {ts: timestamp, sensor: int, ward: string, value: double}}
+  V: {schema: {ts: timestamp, sensor: int, pulse: int}}
+roles: {Reader: {}, Auditor: {}}
+users:
+  ann: {roles: [Reader], profile: {ward: w1}}
+  bob: {roles: [Reader], profile: {ward: w2}}
+  cid: {roles: [Reader, Auditor], profile: {ward: w1}}
+policies:
+  - {id: by_ward, subject: Reader, streams: [R], privilege: read, where: "ward = self.ward"}
+  - {id: pulses, subject: Reader, streams: [V], privilege: read}
+  - {id: audit, subject: Auditor, streams: [R], attributes: [ts, sensor], privilege: read, where: "value < 10"}
+""")
+
+
+def template(user: str, query: str):  # type: ignore[no-untyped-def]
+    graphs = secure(CATALOG, user, query).deployed
+    assert len(graphs) == 1
+    return parameterize(graphs[0].root)
+
+
+def test_users_of_one_policy_and_one_query_shape_share_a_template_with_their_own_constants() -> None:
+    ann = template("ann", "SELECT sensor, value FROM R WHERE value > 40")
+    bob = template("bob", "SELECT sensor, value FROM R AS r WHERE r.value > 7")  # an alias, another constant
+    assert ann.key == bob.key
+    assert sorted(map(str, ann.values)) == ["40", "w1"] and sorted(map(str, bob.values)) == ["7", "w2"]
+    assert [ann.types[i] for _, i in ann.keys] == ["string"]  # ward = ?k: a hash key, the constant per user
+    assert [attribute for attribute, _ in ann.keys] == ["ward"]
+
+
+def test_different_shapes_roles_or_outputs_do_not_share() -> None:
+    base = template("ann", "SELECT sensor, value FROM R WHERE value > 40")
+    assert template("ann", "SELECT sensor FROM R WHERE value > 40").key != base.key  # another projection
+    assert template("ann", "SELECT sensor, value FROM R WHERE value < 40").key != base.key  # another operator
+    assert template("cid", "SELECT sensor, value FROM R WHERE value > 40").key != base.key  # two views merged
+
+
+def test_two_merged_views_have_no_key_a_row_passes_when_either_holds() -> None:
+    cid = template("cid", "SELECT sensor, value FROM R WHERE value > 40")
+    assert cid.keys == ()  # ward = ?k is not necessary: the audit view alone lets a row through
+
+
+def test_only_what_evaluates_one_tuple_at_a_time_is_a_template() -> None:
+    for query in ("SELECT AVG(value) AS a FROM R [RANGE 1 minute]",
+                  "SELECT r.sensor FROM R AS r [RANGE 1 minute], V AS v [RANGE 1 minute] WHERE r.sensor = v.sensor"):
+        for graph in secure(CATALOG, "ann", query).deployed:
+            assert parameterize(graph.root) is None, query
