@@ -450,8 +450,8 @@ def explain(measured: Measured, facts: Facts) -> list[str]:
     runs = [n for n in measured_sizes if measured.runs(_name(RUN, n))]
     if runs:
         notes.append("`network run`: " + "; ".join(
-            f"N = {n}: {m(RUN, n, 'spark_queries'):.0f} Spark streaming queries (checkpoints left), "
-            f"{m(RUN, n, 'micro_batches'):.0f} micro-batches in all, all pipelines started after "
+            f"N = {n}: Spark streaming queries {m(RUN, n, 'spark_queries'):.0f} (checkpoints left), "
+            f"micro-batches {m(RUN, n, 'micro_batches'):.0f} in all, all pipelines started after "
             f"{m(RUN, n, 'started_s'):.1f} s of {m(RUN, n, 'wall_s'):.1f} s wall; the CLI's Python "
             f"{m(RUN, n, 'command_cpu_s'):.1f} s CPU, Spark's JVM {m(RUN, n, 'left_running_cpu_s'):.1f} s"
             for n in runs) + ".")
@@ -535,18 +535,18 @@ def experiment(events: int | None = None, quick: bool = False, full: bool = Fals
              "left running (PySpark's JVM outlives its Python), reaped by the launcher. Spark streaming queries and "
              "micro-batches: from the checkpoints a run left. *Open-window rows*: averages of a window still open "
              "when the input ends (not in the rows compared).")
-    phases = Table(
-        "The hand-written passes: CPU s per phase (process tree)", ("queries", "variant"),
+    phases = tuple(Table(
+        f"{LABELS[group].capitalize()}: CPU s per phase (process tree)", ("queries",),
         tuple(Column(title, f"{key}_cpu_s") for key, title in (
             ("spark_start", "Spark start"), ("read", "read into the cache"), ("build", "build the DataFrames"),
-            ("write", "the write"), ("stop", "stop"))),
-        where={"variant": LABELS[HAND]}, text="Also for the queries-as-data pass in the JSON (`*_cpu_s`).")
+            ("write", "the write"))) + (Column("whole process", "cpu_s"),),
+        where={"group": group}) for group in (HAND, DATA))
     return Experiment(
         name="network_scale",
         title=f"Scale curve: N users' own queries on one network against one hand-written PySpark pass "
               f"({rows:,} readings)",
         workload=_workload(rows, sizes), pipelines=pipelines, targets=targets, notes=_notes(rows),
-        tables=(cpu, wall, where, phases),
+        tables=(cpu, wall, where, *phases),
         plots=(Plot("cpu", "CPU s per run against N (median, min-max)", "queries", Column("CPU s", "cpu_s"),
                     log=True, log_x=True),
                Plot("wall", "Wall s per run against N (median, min-max)", "queries", Column("wall s", "wall_s"),

@@ -154,7 +154,7 @@ def test_the_observations_say_where_the_time_goes() -> None:
         runs[f"replay-{n}"] = _runs(9 * scale, open_rows=n // 4, command_cpu_s=1.0, left_running_cpu_s=8.0)
     said = e.explain(Measured(runs, coordinates, {"readings": 100}), {"readings": 100})
     assert said[0].startswith("CPU an added query costs") and "network run 1→4: 5.00 s" in said[0]
-    assert "N = 4: 4 Spark streaming queries" in said[1] and "Spark start 5.0" in said[2]
+    assert "N = 4: Spark streaming queries 4" in said[1] and "Spark start 5.0" in said[2]
     assert any("still open when the input ends (0 row(s) at N = 1, 1 row(s) at N = 4)" in s for s in said)
     assert said[-1].startswith("Machine load")
 
