@@ -1,6 +1,7 @@
 """Run one declared experiment and write ``bench/results/<name>.json``, ``.md`` and its plots.
 
     python -m bench.suite nexmark [--events N] [--repeats K] [--quick] [--only q0,q4]
+    python -m bench.suite network_scale --full       # its largest sizes too
     python -m bench.suite nexmark --report-only      # re-render from the saved JSON
 
 The experiments are those of :data:`bench.suite.registry.EXPERIMENTS`.
@@ -9,6 +10,7 @@ The experiments are those of :data:`bench.suite.registry.EXPERIMENTS`.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import shlex
 import sys
@@ -32,6 +34,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--events", type=_positive, default=None, help="workload size (default: the experiment's)")
     parser.add_argument("--repeats", type=_positive, default=None, help="runs per pipeline (default 3, quick 1)")
     parser.add_argument("--quick", action="store_true", help="smoke version: small workload, one run each")
+    parser.add_argument("--full", action="store_true",
+                        help="also the largest sizes, for an experiment that declares them (network_scale)")
     parser.add_argument("--no-warmup", action="store_true", help="time in-process pipelines from their first run")
     parser.add_argument("--workdir", type=Path, default=None, help="keep inputs here (default: a scratch folder)")
     parser.add_argument("--results", type=Path, default=runner.RESULTS, help="results folder (default bench/results)")
@@ -45,7 +49,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"no {saved}")
         results = json.loads(saved.read_text(encoding="utf-8"))
     else:
-        experiment = declaration(args.experiment)(events=args.events, quick=args.quick)
+        declare = declaration(args.experiment)
+        sized: dict[str, bool] = {}
+        if args.full:
+            if "full" not in inspect.signature(declare).parameters:
+                parser.error(f"experiment {args.experiment} has no --full size")
+            sized["full"] = True
+        experiment = declare(events=args.events, quick=args.quick, **sized)
         if args.only:
             experiment = experiment.only(args.only.split(","))
         repeats = args.repeats or (1 if args.quick else 3)
