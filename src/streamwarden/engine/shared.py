@@ -71,13 +71,6 @@ def shared_rows(batch: DataFrame, templates: Mapping[str, tuple[Template, Sequen
     return result
 
 
-def row_json(frame: DataFrame) -> DataFrame:
-    """A pipeline's output as the network delivers it: the event time and the row as JSON
-    (every column but the event time, in order)."""
-    return frame.select(F.col(EVENT), F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns if c != EVENT]))
-                        .alias(ROW))
-
-
 def _with_members(batch: DataFrame, template: Template, members: Sequence[Member]) -> DataFrame:
     """``batch`` joined with the template's member table (broadcast): on its equality keys, a
     hash join; without keys, every tuple meets every member."""
@@ -99,4 +92,4 @@ SPARK_TYPE_OF: dict[str, DataType] = {
     "timestamp": TimestampType(), "int": IntegerType(), "long": LongType(), "double": DoubleType(),
     "string": StringType(), "boolean": BooleanType()}
 
-__all__ = ["Member", "ROW", "row_json", "shared_input", "shared_rows"]
+__all__ = ["Member", "ROW", "shared_input", "shared_rows"]

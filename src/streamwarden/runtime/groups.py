@@ -43,8 +43,9 @@ from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import access_periods
 from streamwarden.engine.columns import MEMBER
 from streamwarden.engine.compiler import EVENT
-from streamwarden.engine.execute import build_job, iso_timestamp
-from streamwarden.engine.shared import ROW, Member, row_json, shared_input, shared_rows
+from streamwarden.engine.execute import iso_timestamp
+from streamwarden.engine.shared import ROW, Member, shared_input, shared_rows
+from streamwarden.engine.sources import as_relation, read_input
 from streamwarden.engine.sinks import committed_batches, start_writer, stream_writer
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import make_private, private_dir, safe_path
@@ -155,7 +156,7 @@ class StreamGroup:
         try:
             stats = {r[MEMBER]: (r["latest"], r["rows"]) for r in rows.groupBy(MEMBER).agg(
                 iso_timestamp(F.max(EVENT)).alias("latest"), F.count(F.lit(1)).alias("rows")).collect()}
-            delivered = self._deliver(rows, decision, hosted, f"live-{batch_id}", batch_id)
+            delivered = self._deliver(rows, decision, hosted, f"live-{batch_id}")
         finally:
             rows.unpersist()
         for index, name in enumerate(decision["members"]):
@@ -168,10 +169,10 @@ class StreamGroup:
             if latest is not None:
                 self.runtime._emitted(running, parse_timestamp(latest))
             running.batches += 1
-        for index, name in enumerate(decision["members"]):  # members that joined now: what came before
-            joined = decision["joined"].get(name) or {}
-            if name in hosted and joined.get("batch") == batch_id and batch_id > 0:
-                self._backfill(hosted[name], index, decision, batch_id, joined.get("emitted"))
+        joiners = {index: name for index, name in enumerate(decision["members"])  # joined now: what came before
+                   if name in hosted and (decision["joined"].get(name) or {}).get("batch") == batch_id}
+        if joiners and batch_id > 0:
+            self._backfill({i: hosted[n] for i, n in joiners.items()}, decision, batch_id, batch.sparkSession)
 
     def _decide(self, batch_id: int) -> dict[str, Any]:
         """Who is a member and who receives which event times in micro-batch ``batch_id``: decided
@@ -217,14 +218,14 @@ class StreamGroup:
         return decision
 
     def _deliver(self, rows: DataFrame, decision: dict[str, Any], hosted: dict[str, tuple["_Running", Hosting]],
-                 key: str, batch_id: int, only: int | None = None) -> dict[tuple[int, str], int]:
+                 key: str) -> dict[tuple[int, str], int]:
         """Each recipient's rows of ``rows`` into their folder, in one partitioned write: the
         delivered count per (member, user)."""
         runtime = self.runtime
         identities = runtime.store.incarnations()
         recipients = [(r, index, user, periods) for r, (index, user, periods, identity)
                       in enumerate(decision["recipients"])
-                      if decision["members"][index] in hosted and (only is None or index == only)
+                      if decision["members"][index] in hosted
                       and identities.get(user) == identity]  # a user declared again since: not hers
         if not recipients:
             return {}
@@ -262,14 +263,13 @@ class StreamGroup:
         shutil.rmtree(staging, ignore_errors=True)
         return delivered
 
-    def _backfill(self, member: tuple["_Running", Hosting], index: int, decision: dict[str, Any],
-                  batch_id: int, emitted: str | None) -> None:
-        """What the group read before ``batch_id``, the micro-batch ``member`` joined at: the same
-        rows a pipeline of its own would have delivered, computed by a batch job over exactly
-        the files of those micro-batches (hard links in a private folder), delivered once. A
-        member that had emitted rows before (it left the group and came back) gets only later
-        ones (``emitted``: its latest event time then)."""
-        running, _ = member
+    def _backfill(self, joiners: dict[int, tuple["_Running", Hosting]], decision: dict[str, Any], batch_id: int,
+                  spark: Any) -> None:
+        """What the group read before ``batch_id``, for the members that joined at it: the rows a
+        pipeline of their own would have delivered, computed by one batch job for all of them
+        over exactly the files of those micro-batches (hard links in a private folder), through
+        the same templates, and delivered once. A member that had emitted rows before (it left
+        and came back) gets only later ones."""
         files = _processed_files(self.checkpoint / "spark", before=batch_id)
         if not files:
             return
@@ -286,19 +286,33 @@ class StreamGroup:
         try:
             catalog = runtime.catalog
             assert catalog is not None
-            job = build_job(runtime.spark, catalog, running.pipeline.rewriting, {self.stream: links}, streaming=False,
-                            event_time=True, on_broken="quarantine")
-            frame = job.union()
-            if frame is None:
+            stream = catalog.streams[self.stream]
+            history = as_relation(read_input(spark, stream, links, streaming=False, on_broken="quarantine"), stream,
+                                  self.stream)
+            templates: dict[str, tuple[Template, list[Member]]] = {}
+            for index, (_, place) in joiners.items():
+                for graph, template in place.graphs:
+                    templates.setdefault(template.key, (template, []))[1].append(Member(index, graph, template.values))
+            rows = shared_rows(history, templates)
+            if rows is None:
                 return
-            rows = row_json(frame).withColumn(MEMBER, F.lit(index).cast("long"))
-            if emitted is not None:
-                rows = rows.filter(F.col(EVENT) > F.lit(parse_timestamp(emitted)))
-            self._deliver(rows, decision, {decision["members"][index]: member}, f"backfill-{batch_id}", batch_id,
-                          only=index)
-            latest = rows.agg(iso_timestamp(F.max(EVENT))).first()[0]
-            if latest is not None:
-                runtime._emitted(running, parse_timestamp(latest))
+            cuts = [(index, parse_timestamp(joined["emitted"])) for index, name in
+                    ((i, decision["members"][i]) for i in joiners)
+                    if (joined := decision["joined"].get(name) or {}).get("emitted")]
+            if cuts:  # members that had emitted before: only what is later
+                schema = StructType([StructField("_m", LongType()), StructField("_cut", TimestampType())])
+                cut = F.broadcast(spark.createDataFrame(cuts, schema))
+                rows = (rows.join(cut, rows[MEMBER] == cut["_m"], "left")
+                        .filter(cut["_cut"].isNull() | (F.col(EVENT) > cut["_cut"])).select(EVENT, MEMBER, ROW))
+            rows = rows.persist()
+            try:
+                named = {decision["members"][i]: member for i, member in joiners.items()}
+                self._deliver(rows, decision, named, f"backfill-{batch_id}")
+                for r in rows.groupBy(MEMBER).agg(iso_timestamp(F.max(EVENT)).alias("latest")).collect():
+                    if r["latest"] is not None:
+                        runtime._emitted(joiners[r[MEMBER]][0], parse_timestamp(r["latest"]))
+            finally:
+                rows.unpersist()
         finally:
             shutil.rmtree(links, ignore_errors=True)
 
