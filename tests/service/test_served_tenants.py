@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -73,6 +74,10 @@ def test_a_query_the_engine_cannot_run_stops_no_one(served: Served) -> None:
         assert posted.status_code == 201, posted.text
         assert sorted(r["sensor"] for r in served.wait_rows("q1", "bob", first + 1)) == list(range(1, first + 2))
         status = served.get("/v1/queries/broken", "bob").json()["status"]
+        deadline = time.monotonic() + 60
+        while "cannot run this query" not in (status["reason"] or "") and time.monotonic() < deadline:
+            time.sleep(0.25)  # the network reports at its next poll (about a second): polled from outside
+            status = served.get("/v1/queries/broken", "bob").json()["status"]
         assert status["receiving"] is False and "cannot run this query" in status["reason"], status
         failures = [p["failure"] for p in served.get("/v1/network", "root").json()["pipelines"]
                     if p["query"] == "broken"]
