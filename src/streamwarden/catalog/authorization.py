@@ -37,7 +37,8 @@ a user's own query closes its streams to her other own queries:
 
     >>> import tempfile, os
     >>> server = AuthorizationServer("sqlite:///" + os.path.join(tempfile.mkdtemp(), "auth.db"))
-    >>> [c.line for c in server.grant("q1", "ann", "2026-03-01T10:00:00Z") + server.revoke("q1", "ann", "2026-03-01T10:05:00Z")]
+    >>> granted = server.grant("q1", "ann", "2026-03-01T10:00:00Z")
+    >>> [c.line for c in granted + server.revoke("q1", "ann", "2026-03-01T10:05:00Z")]
     [1, 2]
     >>> [(c.user, c.grant) for c in server.history()]
     [('ann', True), ('ann', False)]
@@ -55,7 +56,8 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from sqlalchemy import Boolean, Column, ColumnElement, Integer, MetaData, Row, String, Table, Text, delete, insert, select, update
+from sqlalchemy import (Boolean, Column, ColumnElement, Integer, MetaData, Row, String, Table, Text, delete, insert,
+                        select, update)
 
 from streamwarden.catalog.registry import (ALL_TIME, QUERY, STREAM, AccessChange, RegisteredQuery, grant_openings,
                                            parse_own_id, query_streams)

@@ -378,7 +378,8 @@ class _Loader:
             schema = []
             for attr, dtype in schema_raw.items():
                 if str(dtype) not in TYPES:
-                    self.fail(path + ("schema", attr), f"unknown type {dtype!r} for {name}.{attr} (use {', '.join(TYPES)})")
+                    self.fail(path + ("schema", attr),
+                              f"unknown type {dtype!r} for {name}.{attr} (use {', '.join(TYPES)})")
                 schema.append((str(attr), str(dtype)))
             if dict(schema).get("ts") != "timestamp":
                 self.fail(path + ("schema",), f"stream {name} needs an event-time attribute 'ts: timestamp'")
@@ -393,7 +394,8 @@ class _Loader:
                 self.fail(path + ("schema", "level"), f"stream {name} cannot declare 'level': with a lattice, every "
                           "tuple's level is a system attribute the stream shepherd sets")
             if "level" in options:
-                options["level"] = self.level_source(options["level"], dict(schema), lattice, path + ("level",), str(name))
+                options["level"] = self.level_source(options["level"], dict(schema), lattice, path + ("level",),
+                                                     str(name))
             streams[str(name)] = StreamDef(str(name), tuple(schema), key, MappingProxyType(options))
         return streams
 
@@ -639,7 +641,8 @@ class _Loader:
             granted.append(f"{stream}.{bare}")
         return tuple(dict.fromkeys(granted))  # once each, in the order written
 
-    def time_constraint(self, pid: str, raw: Any, path: Path_, actions: dict[str, Action]) -> tuple[TimeBound, TimeBound] | None:
+    def time_constraint(self, pid: str, raw: Any, path: Path_,
+                        actions: dict[str, Action]) -> tuple[TimeBound, TimeBound] | None:
         if raw is None:
             return None
         if not isinstance(raw, list) or len(raw) != 2:

@@ -262,7 +262,8 @@ class CatalogStore:
                 conn.execute(delete(_actions).where(_actions.c.name.in_(dropped)))
             if reset_actions:
                 conn.execute(delete(_actions))
-            conn.execute(insert(_sources).values(name=catalog.name, text=catalog.text, loaded_at=datetime.now(timezone.utc)))
+            conn.execute(insert(_sources).values(name=catalog.name, text=catalog.text,
+                                                 loaded_at=datetime.now(timezone.utc)))
             for p in catalog.policies:
                 conn.execute(insert(_policies).values(
                     id=p.id, subject=p.subject, streams=json.dumps(p.streams),
@@ -287,7 +288,8 @@ class CatalogStore:
         if row is None:
             from streamwarden.errors import CatalogError
 
-            raise CatalogError(f"the store {self.url} holds no catalog: load one with 'streamwarden check FILE --store URL'")
+            raise CatalogError(f"the store {self.url} holds no catalog: "
+                               "load one with 'streamwarden check FILE --store URL'")
         catalog = _parsed(row.text, row.name)
         return Catalog(catalog.streams, catalog.roles, catalog.users, self.actions(), catalog.policies,
                        catalog.name, catalog.text, catalog.lattice)

@@ -295,7 +295,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--output-dir", required=True, metavar="DIR",
                        help="each user's rows, DIR/<user>/<query>/ (served to them only)")
     store_arg(serve, "the catalog, tokens, registered queries, grants and the audit trail")
-    serve.add_argument("--host", default="127.0.0.1", metavar="HOST", help="the address to listen on (default 127.0.0.1)")
+    serve.add_argument("--host", default="127.0.0.1", metavar="HOST",
+                       help="the address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", default=8470, type=_port, metavar="PORT",
                        help="the port (default 8470; 0: any free port, printed)")
     serve.add_argument("--tls-cert", default=None, metavar="FILE", help="serve HTTPS with this certificate (PEM)")

@@ -56,13 +56,14 @@ def run_health_demo(workdir: Path, console: Console, *, patients: int = 8, minut
     inputs = {stream: str(data / stream) for stream in records}
     step(console, f"starting {len(QUERIES)} continuous queries, each through the Security Shield")
     streams = {}
-    for user, role, query in QUERIES:
+    for user, _role, query in QUERIES:
         rewriting = secure(catalog, user, query)
         for shield in shields_of(rewriting):
             console.print(f"  {user}: shield {shield.id} on {shield.relation} [{shield.placement}] — {shield.reason}")
         used = {s: inputs[s] for s in inputs if s in query}
         job = build_job(spark, catalog, rewriting, used, streaming=True, store_url=store.url)
-        streams[user] = (rewriting, used, start_stream(job, str(workdir / "out" / user), workdir / "checkpoints" / user))
+        streams[user] = (rewriting, used,
+                         start_stream(job, str(workdir / "out" / user), workdir / "checkpoints" / user))
     for part in range(BATCHES):
         for stream in records:
             shutil.copy(staging / stream / f"part-{part:05d}.jsonl", data / stream)
@@ -76,7 +77,7 @@ def run_health_demo(workdir: Path, console: Console, *, patients: int = 8, minut
     table = Table(title="What each user received from the patients' own policies")
     for column in ("user", "role", "rows delivered", "attributes hidden", "rows withheld"):
         table.add_column(column, justify="left" if column in ("user", "role") else "right")
-    for (user, role, query), (rewriting, used, stream) in zip(QUERIES, streams.values()):
+    for (user, role, _query), (rewriting, used, stream) in zip(QUERIES, streams.values()):
         stream.stop()
         sink = workdir / "out" / user
         rows = read_sink(spark, sink) if any(sink.glob("*.json")) else []

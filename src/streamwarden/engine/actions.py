@@ -28,7 +28,8 @@ SOURCE_NAME = "streamwarden_actions"
 
 def action_schema(names: list[str]) -> str:
     return ", ".join(
-        f"{action_column(n, 'start')} timestamp, {action_column(n, 'end')} timestamp, {action_column(n, 'target')} double"
+        f"{action_column(n, 'start')} timestamp, {action_column(n, 'end')} timestamp, "
+        f"{action_column(n, 'target')} double"
         for n in names
     )
 

@@ -38,7 +38,8 @@ JavaObject = Any  # a py4j proxy of a Catalyst plan node or expression
 Scope = Mapping[int, str]  # how a block's clauses name the input columns whose names clash (by expression id)
 
 
-def query_sql(result: DataFrame, steps: Sequence[tuple[str, DataFrame]], inputs: Sequence[tuple[str, DataFrame]]) -> str:
+def query_sql(result: DataFrame, steps: Sequence[tuple[str, DataFrame]],
+              inputs: Sequence[tuple[str, DataFrame]]) -> str:
     """``result`` as a ``WITH`` query: one common table expression per step, in the order
     given (each may read the inputs and earlier steps), ``result`` last.
 
@@ -180,7 +181,8 @@ class _Expressions:
                 name = f"{base}{k}"
             names[int(argument.exprId().id())] = name
             arguments.append(quote(name))
-        head = arguments[0] if len(arguments) == 1 else f"({', '.join(arguments)})"  # Spark's grammar: x -> or (x, y) ->
+        # Spark's grammar: x -> or (x, y) ->
+        head = arguments[0] if len(arguments) == 1 else f"({', '.join(arguments)})"
         return f"{head} -> {self.sql(function.function(), scope, names)}"
 
     def _text(self, text: str, typed_like: JavaObject) -> JavaObject:

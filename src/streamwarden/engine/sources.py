@@ -161,7 +161,8 @@ def _parquet(spark: SparkSession, stream: StreamDef, path: str, streaming: bool,
     problem: Column | None = time_out_of_range(stream)
     for n, t in reversed(stream.schema):
         if n in cast:
-            problem = F.when(F.col(f"__had_{n}") & F.col(n).isNull(), F.lit(f"{n} does not fit a {t}")).otherwise(problem)
+            unfit = F.col(f"__had_{n}") & F.col(n).isNull()
+            problem = F.when(unfit, F.lit(f"{n} does not fit a {t}")).otherwise(problem)
     no_ts = F.col("ts").isNull() & ~F.col("__had_ts") if "ts" in cast else F.col("ts").isNull()
     problem = F.when(no_ts, F.lit("record has no ts")).otherwise(problem)
     place = place_of(F.col(FILE_PATH), None, F.col(FILE_PATH))

@@ -107,7 +107,8 @@ class _QueryBinder:
             stream = self.catalog.streams.get(item.stream)
             if stream is None:
                 close = [s for s in self.catalog.streams if s.lower() == item.stream.lower()]
-                hint = f" (did you mean {close[0]}?)" if close else f" (known: {', '.join(self.catalog.streams) or 'none'})"
+                known = ', '.join(self.catalog.streams) or 'none'
+                hint = f" (did you mean {close[0]}?)" if close else f" (known: {known})"
                 raise self.error(f"unknown stream {item.stream!r}{hint}", item.span)
             if any(s.relation == item.name for s in sources):
                 raise self.error(f"{item.name!r} appears twice in FROM: give each occurrence its own alias", item.span)
@@ -193,7 +194,8 @@ class _QueryBinder:
                 expr = bind_expression(item.expr, scope, self.source)
                 matches = [n for n, g in groups if g == expr]
                 if not matches:
-                    raise self.error(f"{self.default_name(item.expr)} must appear in GROUP BY or inside an aggregate", item.span)
+                    raise self.error(f"{self.default_name(item.expr)} must appear in GROUP BY or inside an aggregate",
+                                     item.span)
                 name = item.alias or matches[0]
                 if item.alias:
                     groups = [(item.alias if g == expr else n, g) for n, g in groups]

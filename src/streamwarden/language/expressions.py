@@ -7,8 +7,10 @@ policy and a query that say the same thing produce the same plan expression.
     >>> from streamwarden.language.parser import parse_expression
     >>> s = StreamDef("Position", (("ts", "timestamp"), ("Pos", "double")))
     >>> scope = Scope({"Position": s})
-    >>> bind_expression(parse_expression("Pos >= 10"), scope, SourceText("<e>", "Pos >= 10"))
-    Compare(op='>=', left=Column(relation='Position', name='Pos', dtype='double'), right=Literal(value=10, dtype='int'), dtype='boolean')
+    >>> bound = bind_expression(parse_expression("Pos >= 10"), scope, SourceText("<e>", "Pos >= 10"))
+    >>> bound  # doctest: +NORMALIZE_WHITESPACE
+    Compare(op='>=', left=Column(relation='Position', name='Pos', dtype='double'), right=Literal(value=10, dtype='int'),
+            dtype='boolean')
 """
 
 from __future__ import annotations

@@ -213,7 +213,8 @@ class _Parser(TokenCursor):
         seconds = float(number.text) * _UNITS[unit.text.lower()]
         span = number.span.merge(unit.span)
         if seconds < 0 or (seconds == 0 and not zero):
-            raise QuerySyntaxError("a window duration must be positive" if not zero else "a duration cannot be negative", self.source, span)
+            message = "a window duration must be positive" if not zero else "a duration cannot be negative"
+            raise QuerySyntaxError(message, self.source, span)
         # Checked here, not left to Spark: windows are microsecond intervals added to timestamps,
         # and a duration of 1e20 days (or inf) overflows them there.
         if seconds > MAX_DURATION_SECONDS:

@@ -444,7 +444,7 @@ class NetworkRuntime(StreamsRunner):
         """Can some user of the pipeline still receive a row: a grant open, or ending after the
         latest event time the pipeline has emitted (nothing emitted yet: any grant)?"""
         for user in running.pipeline.users:
-            for start, end in access_periods(changes, running.pipeline.query, user):
+            for _start, end in access_periods(changes, running.pipeline.query, user):
                 if end is None or running.emitted is None or end > running.emitted:
                     return True
         return False

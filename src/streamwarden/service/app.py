@@ -365,8 +365,8 @@ def create_app(service: Service) -> FastAPI:
             raise ApiError(404 if isinstance(exc, UnknownName) else 422, str(exc).splitlines()[0]) from None
         request.state.detail = {k: format_timestamp(v) if isinstance(v, datetime) else v for k, v in values.items()}
         action = service.store.actions()[name]
-        return {"name": name, "start": action.start and format_timestamp(action.start), "end": action.end and format_timestamp(action.end),
-                "target": action.target}
+        return {"name": name, "start": action.start and format_timestamp(action.start),
+                "end": action.end and format_timestamp(action.end), "target": action.target}
 
     @app.get("/v1/audit")
     def audit(request: Request, since: str | None = Query(None, max_length=64),

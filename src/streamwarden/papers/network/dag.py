@@ -432,10 +432,11 @@ def _dot(net: Network, switches: Sequence[DrawableSwitch], title: str | None) ->
         v = net.vertex(vid)
         if v.is_operator:
             qs = ",".join(sorted(v.queries))
-            lines.append(f"  {_quote(vid)} [shape=box, label={_quote(f'{vid}: {v.label}' + chr(10) + '{' + qs + '}')}];")
+            label = _quote(f'{vid}: {v.label}' + chr(10) + '{' + qs + '}')
+            lines.append(f"  {_quote(vid)} [shape=box, label={label}];")
         else:
             lines.append(f"  {_quote(vid)} [shape=cylinder, label={_quote(f'{vid}: {v.label}')}];")
-    for q, vid in net.outputs:
+    for q, _vid in net.outputs:
         lines.append(f"  {_quote('out:' + q)} [shape=plaintext, label={_quote(q)}];")
     on_edge: dict[tuple[str, str], list[DrawableSwitch]] = {}
     for s in switches:
@@ -447,7 +448,8 @@ def _dot(net: Network, switches: Sequence[DrawableSwitch], title: str | None) ->
         prev = tail
         for s in on_edge.get((tail, head), []):
             kind = str(getattr(s.kind, "value", s.kind))
-            lines.append(f"  {_quote(s.id)} [{_SWITCH_STYLE.get(kind, 'shape=box')}, label={_quote(kind + chr(10) + s.query)}];")
+            label = _quote(kind + chr(10) + s.query)
+            lines.append(f"  {_quote(s.id)} [{_SWITCH_STYLE.get(kind, 'shape=box')}, label={label}];")
             lines.append(f"  {_quote(prev)} -> {_quote(s.id)};")
             prev = s.id
         lines.append(f"  {_quote(prev)} -> {_quote(head)};")

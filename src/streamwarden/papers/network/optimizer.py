@@ -60,7 +60,8 @@ class SharedPlan:
 
 def shared_network(catalog: Catalog, queries: Sequence[RegisteredQuery]) -> SharedPlan:
     """The shared-operator network of ``queries``, each secured for each of its users."""
-    from streamwarden.security.passes import SecurityOptions, secure  # the passes import the catalog; keep this module light
+    # the passes import the catalog; keep this module light
+    from streamwarden.security.passes import SecurityOptions, secure
 
     builder = NetworkBuilder()
     vertex_of: dict[Node, str] = {}

@@ -178,7 +178,8 @@ class Shield:
     def snapshot(self, encode: Callable[[Any], object] = lambda s: s.to_record()) -> str:
         """JSON text of the whole state (checkpointed between micro-batches)."""
         return json.dumps({
-            "policy_ts": _dump_ts(self.current_ts), "sps": None if self.sps is None else [encode(s) for s in self.sps.values()],
+            "policy_ts": _dump_ts(self.current_ts),
+            "sps": None if self.sps is None else [encode(s) for s in self.sps.values()],
             "csn": self.csn, "pending": self.pending, "discarded": self.discarded, "newest": _dump_ts(self.newest),
             "tainted": self.tainted,
         })

@@ -61,7 +61,8 @@ class Rewriting:
     notes: tuple[str, ...] = field(default=())
     on_result: tuple[object, ...] = ()  # ON RESULT (INSERT SP ...): results are published under this policy
     level: object = None  # the security level the query runs at (a streamwarden.catalog.lattice.Level), if any
-    secured: bool = False  # every security pass ran (streamwarden.security.passes.secure): only then may the engine run it
+    # every security pass ran (streamwarden.security.passes.secure): only then may the engine run it
+    secured: bool = False
 
     @property
     def deployed(self) -> tuple[AuthorizedGraph, ...]:
@@ -109,7 +110,8 @@ def rewrite(catalog: Catalog, user: str, query: str | Node, *,
 
 def check_user(catalog: Catalog, user: str) -> None:
     if user not in catalog.users:
-        raise AuthorizationError(f"unknown user {user!r} (the catalog declares: {', '.join(catalog.users) or 'no users'})")
+        raise AuthorizationError(f"unknown user {user!r} "
+                                 f"(the catalog declares: {', '.join(catalog.users) or 'no users'})")
 
 
 class _Rewriter:
