@@ -112,7 +112,10 @@ def run_network_demo(workdir: Path, console: Console) -> None:
     runtime.start()
     for pipeline in runtime.plan.pipelines:
         console.print(f"  pipeline {pipeline.name}: {pipeline.query.id} for {', '.join(pipeline.users)}")
-    per_file = lambda name: len(data[name]) // FILES  # noqa: E731
+
+    def per_file(name: str) -> int:
+        return len(data[name]) // FILES
+
     received: list[dict[tuple[str, str], int]] = []  # rows per (user, query) while each file was processed
     try:
         for part in range(FILES):

@@ -19,6 +19,7 @@ from typing import Iterator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
 
 from streamwarden.engine.columns import action_column
 
@@ -59,7 +60,7 @@ class ActionsDataSource(DataSource):
     def _names(self) -> list[str]:
         return [n for n in self.options.get("names", "").split(",") if n]
 
-    def reader(self, schema) -> DataSourceReader:  # type: ignore[no-untyped-def]
+    def reader(self, schema: StructType) -> DataSourceReader:
         return _ActionsReader(self.options.get("store", ""), self._names())
 
 

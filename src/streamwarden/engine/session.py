@@ -276,7 +276,7 @@ def launch_driver_jvm(master: str, app_name: str, conf: Mapping[str, str]) -> No
     SparkContext._ensure_initialized(gateway=launch_gateway(spark_conf, popen_kwargs=_DeafJvmPopen()))
 
 
-class _DeafJvmPopen(dict):  # type: ignore[type-arg]
+class _DeafJvmPopen(dict[str, object]):
     """``Popen`` keyword arguments whose ``preexec_fn``, whatever PySpark sets, also ignores SIGTERM."""
 
     def __setitem__(self, key: str, value: object) -> None:
@@ -337,7 +337,9 @@ def lower_priority(spark: SparkSession, niceness: int) -> int:
     workers) the scheduling ``niceness`` (0 to 19), so that a service in the same machine's
     process answers requests before micro-batches run. Linux only (nice is per thread
     there); returns how many threads were changed (0 elsewhere, or without permission)."""
-    pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+    from streamwarden.engine.jvm import jvm_view
+
+    pid = int(jvm_view(spark).java.lang.ProcessHandle.current().pid())
     changed = 0
     try:
         threads = os.listdir(f"/proc/{pid}/task")

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, AsyncIterator, Literal
+from typing import Any, AsyncIterator, Literal, Mapping
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -514,7 +514,7 @@ def _catalog_changes(store: CatalogStore, after: Any) -> dict[str, Any]:
     except StreamwardenError:  # a stored catalog that no longer loads is replaced whole
         detail["replaced"] = "the stored catalog could not be read"
         return detail
-    sections = {
+    sections: dict[str, tuple[Mapping[str, object], Mapping[str, object]]] = {
         "streams": (dict(before.streams), dict(after.streams)),
         "roles": (dict(before.roles), dict(after.roles)),
         "users": ({n: (u, dict(u.profile)) for n, u in before.users.items()},

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, TypeVar
+
+Key = TypeVar("Key", bound=tuple[str, ...])  # a series' label values
 
 
 class Metrics:
@@ -36,7 +38,7 @@ class Metrics:
         with self._lock:
             self.records_in[(stream,)] += count
 
-    def counter(self, name: str, help_text: str, values: Mapping[tuple[str, ...], float],
+    def counter(self, name: str, help_text: str, values: Mapping[Key, float],
                 labels: Sequence[str], kind: str = "counter") -> str:
         lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
         for key, value in sorted(values.items()):

@@ -137,7 +137,10 @@ def canonical(plan: Node) -> Node:
 
 
 def _canonical_node(node: Node, mapping: dict[str, str]) -> Node | None:
-    rename = lambda e: E.rename_relation(e, mapping)  # noqa: E731
+
+    def rename(e: E.Expr) -> E.Expr:
+        return E.rename_relation(e, mapping)
+
     if isinstance(node, Source):
         return replace(node, relation=mapping.get(node.relation, node.relation))
     if isinstance(node, Filter):

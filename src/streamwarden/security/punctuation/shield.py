@@ -185,9 +185,10 @@ class Shield:
         })
 
     @classmethod
-    def restore(cls, text: str, decode: Callable[[object], Any] | None = None) -> "Shield":
+    def restore(cls, text: str, decode: Callable[[Any], Any] | None = None) -> "Shield":
+        """The state :meth:`snapshot` wrote; ``decode`` reads an SP back from its JSON value."""
         data = json.loads(text)
-        decode = decode or (lambda r: sp_from_record(r, "shield snapshot"))  # type: ignore[arg-type]
+        decode = decode or (lambda r: sp_from_record(r, "shield snapshot"))
         sps = None if data["sps"] is None else {s.sn: s for s in map(decode, data["sps"])}
         return cls(_load_ts(data["policy_ts"]), sps, data["csn"], _load_ts(data["newest"]), data["discarded"],
                    data["pending"], data.get("tainted", False))

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from streamwarden.catalog.lattice import Level
 from streamwarden.catalog.model import Catalog
 from streamwarden.errors import AuthorizationError
 from streamwarden.language.binder import bind_query
+from streamwarden.language.insert_sp import InsertSp
 from streamwarden.language.parser import parse_query
 from streamwarden.plan import expr as E
 from streamwarden.plan.nodes import Aggregate, Filter, Join, Node, Project, SecureView, Source, walk
@@ -59,8 +61,8 @@ class Rewriting:
     graphs: tuple[AuthorizedGraph, ...]
     decisions: tuple[Decision, ...]
     notes: tuple[str, ...] = field(default=())
-    on_result: tuple[object, ...] = ()  # ON RESULT (INSERT SP ...): results are published under this policy
-    level: object = None  # the security level the query runs at (a streamwarden.catalog.lattice.Level), if any
+    on_result: tuple[InsertSp, ...] = ()  # ON RESULT (INSERT SP ...): results are published under this policy
+    level: Level | None = None  # the security level the query runs at, if any
     # every security pass ran (streamwarden.security.passes.secure): only then may the engine run it
     secured: bool = False
 
