@@ -126,12 +126,11 @@ def mixed_data(sizes: MixedSizes) -> list[dict[str, list[dict]]]:
             for s in range(0, minutes * 60, sizes.ward_interval_s) for bed in range(sizes.beds)]
     log = message_log(minutes=minutes, services=6, rate_per_s=sizes.log_rate_per_s, seed=sizes.seed).records
     bounds = [iso(START + timedelta(minutes=k * sizes.chunk_minutes))[:19] for k in range(chunks)] + ["9999"]
-    out = []
-    for k in range(chunks):
-        def part(rows: list[dict]) -> list[dict]:
-            return [r for r in rows if bounds[k] <= r["ts"][:19] < bounds[k + 1]]
-        out.append({"HeartRate": part(heart), "Ward": part(ward), "MessageLog": part(log)})
-    return out
+
+    def part(rows: list[dict], k: int) -> list[dict]:
+        return [r for r in rows if bounds[k] <= r["ts"][:19] < bounds[k + 1]]
+
+    return [{"HeartRate": part(heart, k), "Ward": part(ward, k), "MessageLog": part(log, k)} for k in range(chunks)]
 
 
 def prepare(folder: Path, sizes: MixedSizes) -> dict[str, int]:

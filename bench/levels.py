@@ -666,8 +666,9 @@ def _rows_notes(m: Measured) -> list[str]:
                 f"at n = {n0:g}, {b:.2f}× at n = {n1:g} (CPU time: {ca:.2f}× → {cb:.2f}×). The row's level is one "
                 "more aggregate over the same `rowsBetween(-(n - 1), 0)` frame (`engine.rows.replay_rows`: the "
                 "bitwise OR of the qualifying tuples' level bits, `lub_of_group`), and Spark re-aggregates a sliding "
-                f"frame for every row: the physical plan has {value('window_functions', 'count', w1, f'secured {TOP}'):.0f} "
-                f"window functions against {value('window_functions', 'count', w1):.0f} unsecured.")
+                "frame for every row: the physical plan has "
+                f"{value('window_functions', 'count', w1, f'secured {TOP}'):.0f} window functions against "
+                f"{value('window_functions', 'count', w1):.0f} unsecured.")
     grouped = _rows_swept(m, "per service")
     if len(grouped) > 1:
         (n0, w0), (n1, w1) = grouped[0], grouped[-1]

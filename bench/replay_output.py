@@ -220,8 +220,9 @@ def explain(measured: Measured, facts: Facts) -> list[str]:
         own = sum(phase(steps, k) for k in ("import_streamwarden", "authorize"))
         said.append(f"Where the time goes (medians, wall s, streamwarden step by step vs plain): Spark's start "
                     f"{phase(steps, 'spark_start'):.1f} vs {phase(plain, 'spark_start'):.1f} of "
-                    f"{measured.median(steps, 'wall_s'):.1f} vs {measured.median(plain, 'wall_s'):.1f} in all; streamwarden's own work "
-                    f"before Spark (import, catalog, authorize, check inputs) {own:.1f}; building the DataFrames "
+                    f"{measured.median(steps, 'wall_s'):.1f} vs {measured.median(plain, 'wall_s'):.1f} in all; "
+                    f"streamwarden's own work before Spark (import, catalog, authorize, check inputs) {own:.1f}; "
+                    "building the DataFrames "
                     f"{phase(steps, 'build'):.1f} vs {phase(plain, 'build'):.1f}; the write "
                     f"{phase(steps, 'write'):.1f} vs {phase(plain, 'write'):.1f}.")
     loads = [r["load"] for runs in measured.runs_by_pipeline.values() for r in runs if "load" in r]

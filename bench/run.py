@@ -106,7 +106,7 @@ def readme(out: Path) -> str:
         lines += ["", "## Runs", "", "| experiment | command | when | commit | minutes |", "|---|---|---|---|---|"]
         lines += [f"| [{name}]({name}.md) | `{r['command']}` | {r['when']} | {r['machine'].get('streamwarden_commit')} "
                   f"| {r['duration_s'] / 60:.1f} |" for name, r in saved.items()]
-    for name, results in saved.items():
+    for results in saved.values():
         lines += ["", report.section(results)]
     return "\n".join(lines).rstrip() + "\n"
 

@@ -366,7 +366,8 @@ def experiment(events: int | None = None, quick: bool = False) -> Experiment:
             by_w, "Paper (text of §6.2): relative CPU time below 100 % and falling as the window grows; relative "
                   "memory always below 100 %."),
         Table(f"Selectivity sweep at window {SELECTIVITY_WINDOW} s: execution time and throughput", ("data", "s"), (
-            *(Column(f"{k} s", "exec_s", k) for k in KINDS[:-1]), SPEEDUP, _rel("relative executor CPU", "executor_cpu_s"),
+            *(Column(f"{k} s", "exec_s", k) for k in KINDS[:-1]), SPEEDUP,
+            _rel("relative executor CPU", "executor_cpu_s"),
             *(Column(f"{k} rows/s", "exec_rows_per_s", k) for k in ("rewritten", "post-filtering", "unsecured")),
             SECURED_VS_UNSECURED), by_s),
     )

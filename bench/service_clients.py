@@ -130,7 +130,7 @@ async def clients(cfg: dict[str, Any]) -> dict[str, Any]:
                 size = os.stat(Path(users[k]["folder"]) / "_delivered.jsonl").st_size
                 if size != sizes.get(k):
                     sizes[k], now = size, time.time()
-                    for n in range(len(logged_at[k]), len(deliveries(users[k]["folder"]))):
+                    for _n in range(len(logged_at[k]), len(deliveries(users[k]["folder"]))):
                         logged_at[k].append(now)
             await asyncio.sleep(0.02)
 

@@ -287,8 +287,9 @@ def _measure(root: Path, config: dict[str, Any], pid: int, feed: _Provider) -> d
 
 def summary(c: dict[str, Any], cpu: dict[str, float], wall: float, posts: list[tuple[float, float, int]],
             per_post: int) -> dict[str, float]:
-    """The named numbers of one client run ``c`` (what :func:`bench.service_clients.clients` returns), the service's CPU seconds
-    over its ``wall`` seconds (see :func:`_cpu`) and the provider's ``posts`` of ``per_post`` records."""
+    """The named numbers of one client run ``c`` (what :func:`bench.service_clients.clients` returns),
+    the service's CPU seconds over its ``wall`` seconds (see :func:`_cpu`) and the provider's
+    ``posts`` of ``per_post`` records."""
     sent = [posts[n // per_post][0] if n // per_post < len(posts) else math.nan for n, _ in c["sse_sensors"]]
     e2e = [arrived - t for (_, arrived), t in zip(c["sse_sensors"], sent) if not math.isnan(t)]
     errors = {**{f"rows_error:{k}": v for k, v in c["rows_errors"].items()},
@@ -577,9 +578,9 @@ def _profile_note(m: Measured, pipeline: str, when: str) -> str:
 def _diagnostics_note(m: Measured) -> str:
     python_s, requests = m.median("idle", "python_s"), m.median("idle", "rows_requests")
     return (f"With no records (the diagnostic's network idle) the service's Python process spent "
-            f"{1000 * python_s / max(requests, 1):.1f} ms of CPU per `GET rows` ({m.median('idle', 'python_cores'):.2f} "
-            f"cores for {m.median('idle', 'requests_per_s'):,.0f} requests/s; the idle SSE streams' polling and the "
-            "health probe included): the HTTP service's own cost.")
+            f"{1000 * python_s / max(requests, 1):.1f} ms of CPU per `GET rows` "
+            f"({m.median('idle', 'python_cores'):.2f} cores for {m.median('idle', 'requests_per_s'):,.0f} requests/s; "
+            "the idle SSE streams' polling and the health probe included): the HTTP service's own cost.")
 
 
 def _notes(load: Load) -> tuple[str, ...]:

@@ -127,38 +127,44 @@ class SparkProbe:
         count = int(self.sql_store.executionsCount()) - before
         executions = self.sql_store.executionsList(before, max(count, 0))
         for i in range(executions.size()):
-            execution_id = executions.apply(i).executionId()
-            graph = self.sql_store.planGraph(execution_id)
-            values = self.sql_store.executionMetrics(execution_id)
-            nodes = {int(n.id()): n for n in _seq(graph.allNodes())}
-            feeds: dict[int, list[int]] = {}
-            for edge in _seq(graph.edges()):  # data flows from ``fromId`` (child) to ``toId``
-                feeds.setdefault(int(edge.toId()), []).append(int(edge.fromId()))
-
-            def metric(node, name: str) -> float | None:  # type: ignore[no-untyped-def]
-                for m in _seq(node.metrics()):
-                    if m.name() == name:
-                        value = values.get(m.accumulatorId())
-                        return _parse_metric(value.get()) if value.isDefined() else 0.0
-                return None
-
-            def rows_out_of(node_id: int) -> float:
-                # Operators without metrics (Project) pass rows through: look below them.
-                node = nodes[node_id]
-                value = metric(node, "number of output rows")
-                if value is not None:
-                    return value
-                return sum(rows_out_of(child) for child in feeds.get(node_id, []))
-
-            for node_id, node in nodes.items():
-                name = str(node.name())
-                if name == "BroadcastExchange":
-                    state += int(metric(node, "data size") or 0)
-                if name.endswith("Join") or name == "CartesianProduct":
-                    rows_out += int(metric(node, "number of output rows") or 0)
-                    rows_in += int(sum(rows_out_of(child) for child in feeds.get(node_id, [])))
+            metrics = _join_metrics_of(self.sql_store, executions.apply(i).executionId())
+            state, rows_in, rows_out = state + metrics[0], rows_in + metrics[1], rows_out + metrics[2]
         return state, rows_in, rows_out
 
+
+def _join_metrics_of(sql_store: Any, execution_id: Any) -> tuple[int, int, int]:
+    """Broadcast state, join input rows and join output rows of one SQL execution."""
+    state = rows_in = rows_out = 0
+    graph = sql_store.planGraph(execution_id)
+    values = sql_store.executionMetrics(execution_id)
+    nodes = {int(n.id()): n for n in _seq(graph.allNodes())}
+    feeds: dict[int, list[int]] = {}
+    for edge in _seq(graph.edges()):  # data flows from ``fromId`` (child) to ``toId``
+        feeds.setdefault(int(edge.toId()), []).append(int(edge.fromId()))
+
+    def metric(node, name: str) -> float | None:  # type: ignore[no-untyped-def]
+        for m in _seq(node.metrics()):
+            if m.name() == name:
+                value = values.get(m.accumulatorId())
+                return _parse_metric(value.get()) if value.isDefined() else 0.0
+        return None
+
+    def rows_out_of(node_id: int) -> float:
+        # Operators without metrics (Project) pass rows through: look below them.
+        node = nodes[node_id]
+        value = metric(node, "number of output rows")
+        if value is not None:
+            return value
+        return sum(rows_out_of(child) for child in feeds.get(node_id, []))
+
+    for node_id, node in nodes.items():
+        name = str(node.name())
+        if name == "BroadcastExchange":
+            state += int(metric(node, "data size") or 0)
+        if name.endswith("Join") or name == "CartesianProduct":
+            rows_out += int(metric(node, "number of output rows") or 0)
+            rows_in += int(sum(rows_out_of(child) for child in feeds.get(node_id, [])))
+    return state, rows_in, rows_out
 
 
 

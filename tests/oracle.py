@@ -315,7 +315,7 @@ def _resolve_query(pred, streams, cat, user, schemas=None):
     try:
         return _resolve(pred, streams, _profile(cat, user), schemas)
     except MissingProfileValue as e:
-        raise ValueError(f"query uses self.{e} but {user} has no such profile value")
+        raise ValueError(f"query uses self.{e} but {user} has no such profile value") from e
 
 
 def _as_operand(bound):
@@ -550,7 +550,7 @@ def implies(p, q) -> bool:
             with_arithmetic.add(root)
     for root in with_arithmetic:
         shifts[root] = {Fraction(c) for c in constants[root] if _kind(c) == "num"} | {1}
-    for root, ks in kinds.items():
+    for ks in kinds.values():
         if len(ks) > 1:
             raise TypeError(f"a class of variables is compared with values of kinds {ks}")
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from bench.suite import report, runner
-from bench.suite.experiment import (Column, Command, Experiment, Local, Measured, Pipeline, Plot, Table, Target, Verdict,
-                                    Workload, statistic)
+from bench.suite.experiment import (Column, Command, Experiment, Local, Measured, Pipeline, Plot, Table, Target,
+                                    Verdict, Workload, statistic)
 
 
 def _work(n: int, slow: bool):

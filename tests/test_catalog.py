@@ -38,9 +38,12 @@ def test_role_inheritance_is_transitive() -> None:
         ("policies:\n  - {id: p, subject: Nurse, streams: [Position], privilege: read}\n", 9, "unknown role 'Nurse'"),
         ("policies:\n  - {id: p, subject: Doctor, streams: [Pos], privilege: read}\n", 9, "unknown stream 'Pos'"),
         ("policies:\n  - {id: p, subject: Doctor, streams: [Position], privilege: write}\n", 9, "privilege must be"),
-        ("policies:\n  - {id: p, subject: Doctor, streams: [Position], attributes: [Heart], privilege: read}\n", 9, "attribute 'Heart'"),
-        ("policies:\n  - {id: p, subject: Doctor, streams: [Position], privilege: read, typo: 1}\n", 9, "unknown key 'typo'"),
-        ("policies:\n  - {id: p, subject: Doctor, streams: [Position], privilege: read, time: [start(zz), end(zz)]}\n", 9, "unknown action 'zz'"),
+        ("policies:\n  - {id: p, subject: Doctor, streams: [Position], attributes: [Heart], privilege: read}\n", 9,
+         "attribute 'Heart'"),
+        ("policies:\n  - {id: p, subject: Doctor, streams: [Position], privilege: read, typo: 1}\n", 9,
+         "unknown key 'typo'"),
+        ("policies:\n  - {id: p, subject: Doctor, streams: [Position], privilege: read, time: [start(zz), end(zz)]}\n",
+         9, "unknown action 'zz'"),
         ("policies:\n  - {id: p, streams: [Position], privilege: read}\n", 9, "missing 'subject'"),
         ("actions:\n  a: {start: yesterday}\n", 9, "not an ISO-8601 timestamp"),
     ],
@@ -54,7 +57,8 @@ def test_bad_catalog_names_line(extra: str, line: int, message: str) -> None:
 
 
 def test_bad_policy_expression_points_into_the_file() -> None:
-    text = BASE + 'policies:\n  - id: p\n    subject: Doctor\n    streams: [Position]\n    privilege: read\n    where: "Pos >> 3"\n'
+    text = BASE + ('policies:\n  - id: p\n    subject: Doctor\n    streams: [Position]\n    privilege: read\n'
+                   '    where: "Pos >> 3"\n')
     with pytest.raises(QuerySyntaxError) as info:
         load_catalog_text(text, "cat.yaml")
     assert (info.value.line, info.value.column) == (13, 18)  # the second ">"

@@ -86,5 +86,6 @@ def test_bind_errors_are_clear(drill_catalog, text: str, message: str) -> None:
 def test_output_column_names(drill_catalog) -> None:
     plan = bind_text("SELECT SID, Pos AS where_am_i, Pos * 2 FROM Position", drill_catalog)
     assert [f.name for f in plan.fields] == ["SID", "where_am_i", "Pos * 2"]
-    agg = bind_text("SELECT Platoon, avg(Pos), COUNT(*) AS n FROM Position [RANGE 1 hour] GROUP BY Platoon", drill_catalog)
+    agg = bind_text("SELECT Platoon, avg(Pos), COUNT(*) AS n FROM Position [RANGE 1 hour] GROUP BY Platoon",
+                    drill_catalog)
     assert [f.name for f in agg.fields] == ["window_start", "window_end", "Platoon", "avg(Pos)", "n"]

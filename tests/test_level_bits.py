@@ -37,8 +37,8 @@ def _or(levels: list[Level], lattice: Lattice) -> int:
 
 @given(lattice_and_levels())
 def test_the_mask_test_is_dominance(drawn: tuple[Lattice, list[Level]]) -> None:
-    lattice, (l, q) = drawn
-    assert ((lattice.bits(l) & ~lattice.bits(q)) == 0) == (l <= q)
+    lattice, (level, q) = drawn
+    assert ((lattice.bits(level) & ~lattice.bits(q)) == 0) == (level <= q)
 
 
 @given(lattice_and_levels())

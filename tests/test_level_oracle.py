@@ -172,7 +172,10 @@ def message_log():
 def test_select_sees_only_dominated_tuples():
     q = Select("MessageLog", ("timestamp", "sender"),
                (Cond("msgType", "=", "send"), Cond("receiver", "=", "CompanyB")))
-    run = lambda level: LO.run(LAT, SHEPHERD, message_log(), q, level)
+
+    def run(level: str) -> list[dict]:
+        return LO.run(LAT, SHEPHERD, message_log(), q, level)
+
     assert run("[1, ⊥]") == [
         {"timestamp": 0, "sender": "Company1", "level": "[1, ⊥]"},
         {"timestamp": 3, "sender": "Company1", "level": "[1, ⊥]"},

@@ -115,7 +115,8 @@ def test_q6_delays_between_company1_and_companyb_over_a_rows_self_join(spark, cl
              'WHERE S.msgType = "send" AND S.outcome = "success" AND R.msgType = "receive" AND '
              'R.outcome = "success" AND R.receiver = "Company1" AND R.sender = "CompanyB" AND '
              'S.receiver = "CompanyB" AND S.sender = "Company1" AND S.serviceId = R.serviceId')
-    visible = LO.visible_tuples("MessageLog", STREAMS, {"MessageLog": records}, CLASSES, LO.parse_level("[1, B]", CLASSES))
+    visible = LO.visible_tuples("MessageLog", STREAMS, {"MessageLog": records}, CLASSES,
+                                LO.parse_level("[1, B]", CLASSES))
     rank = {id(t): i for i, t in enumerate(visible)}
     sends = [t for t in visible if t.record["msgType"] == "send" and t.record["outcome"] == "success"
              and t.record["sender"] == "Company1" and t.record["receiver"] == "CompanyB"]
@@ -211,7 +212,8 @@ def test_invisible_tuples_never_change_the_output(spark, tmp_path, raw, noise, q
     records = _records(raw)
     hidden = [r for r in _records(noise)
               if not LO.dominated_by(LO.tuple_level(r, SMALL_STREAMS["Log"]["level"], LATTICE), at)]
-    visible_only = [r for r in records if LO.dominated_by(LO.tuple_level(r, SMALL_STREAMS["Log"]["level"], LATTICE), at)]
+    visible_only = [r for r in records
+                    if LO.dominated_by(LO.tuple_level(r, SMALL_STREAMS["Log"]["level"], LATTICE), at)]
     mixed = sorted(records + hidden, key=lambda r: r["ts"])  # interleaved; ties keep input order
     alone = _replay(spark, tmp_path, "alone", visible_only, query, level)
     assert alone == normalized(LO.run(LATTICE, SMALL_STREAMS, {"Log": visible_only}, query, level))

@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 
 from streamwarden.errors import StreamwardenError
 from streamwarden.papers.network import dag as dag_module
-from streamwarden.papers.network.dag import GraphvizNotFound, Kind, Network, NetworkBuilder, NetworkError, Vertex, render
+from streamwarden.papers.network.dag import (GraphvizNotFound, Kind, Network, NetworkBuilder, NetworkError, Vertex,
+                                             render)
 from streamwarden.papers.network.runner import Arrival, HashSemantics, NetworkRunner, Row, Semantics, in_order
 from streamwarden.papers.network.simulator import (CostModel, Generated, SimConfig, loss_patterns, network_costs,
                                             random_network, simulate)
@@ -115,7 +116,10 @@ def test_paper_example_on_the_runner() -> None:
     resume when a user of Q2 gets access back, and Q1's users never notice."""
     placed = place_switches(paper_network())
     runner = NetworkRunner(placed)
-    tuples = lambda t: [Arrival(s, Row(t, (s, t, i))) for s in ("Stream1", "Stream2", "Stream3") for i in range(4)]
+
+    def tuples(t: int) -> list[Arrival]:
+        return [Arrival(s, Row(t, (s, t, i))) for s in ("Stream1", "Stream2", "Stream3") for i in range(4)]
+
     runner.run(in_order([SP("q1", "ann", "+", 0), SP("q2", "bob", "+", 0), SP("q2", "cy", "+", 0),
                          *tuples(1), SP("q2", "bob", "-", 2), *tuples(2)]))
     assert runner.switches["in-network:q2:v1->v6"].counter == 1  # cy still has access (partial loss)
@@ -341,8 +345,11 @@ def test_appendix_cases_on_a_network() -> None:
     shared = b.select(s1, "x")
     net = b.output("q1", b.join(shared, s2, "k")).output("q2", b.project(shared, "y")).build()
     runner = NetworkRunner(place_switches(net), HashSemantics())
-    rows = lambda t: [Arrival("S1", Row(t, ("a", t, i))) for i in range(6)] + [Arrival("S2", Row(t, ("b", t, i)))
-                                                                                for i in range(6)]
+
+    def rows(t: int) -> list[Arrival]:
+        return [Arrival("S1", Row(t, ("a", t, i))) for i in range(6)] + [Arrival("S2", Row(t, ("b", t, i)))
+                                                                          for i in range(6)]
+
     runner.run(in_order(rows(1) + [SP("q1", "u1", "+", 2)] + rows(2)))
     assert runner.delivered[("q1", "u1")] and all(r.ts == 2 for r in runner.delivered[("q1", "u1")])
     assert set(runner.delivered) == {("q1", "u1")}

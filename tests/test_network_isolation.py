@@ -53,7 +53,7 @@ def test_an_unrunnable_query_fails_alone_and_says_why(spark, tmp_path) -> None:
     for query, user in (("good", "ann"), ("bad", "ann"), ("bad", "bob")):
         server.grant(query, user, T0)
     write_input(tmp_path / "in" / "S", range(0, 6))
-    for attempt in range(2):  # and again after a restart: the network starts whatever one query does
+    for _attempt in range(2):  # and again after a restart: the network starts whatever one query does
         rt = network(spark, tmp_path, store).start(available_now=True)
         try:
             rt.await_termination()

@@ -41,7 +41,8 @@ policies:
 QUERIES = """
 queries:
   - {id: beats, users: [gina], query: "SELECT Patient_id, Beats_per_min FROM HeartRate"}
-  - {id: perpatient, users: [gina], query: "SELECT Patient_id, COUNT(*) AS n FROM HeartRate [RANGE 1 min] GROUP BY Patient_id"}
+  - {id: perpatient, users: [gina],
+     query: "SELECT Patient_id, COUNT(*) AS n FROM HeartRate [RANGE 1 min] GROUP BY Patient_id"}
   - {id: ward, users: [gina, nick], query: "SELECT bed, temp FROM Ward WHERE bed < 2"}
 """
 
@@ -95,7 +96,8 @@ def test_shields_live_actions_and_role_policies_in_one_network(spark, tmp_path) 
     expected = replayed(spark, CatalogStore(store).load(), queries, store, inputs, tmp_path / "replay")
     assert sorted((r["Patient_id"], r["Beats_per_min"]) for r in expected[("gina", "beats")]) == [
         (120, 70), (120, 72), (120, 75), (120, 76), (121, 85)]  # 121's first SP is for cardiologists only
-    assert expected[("nick", "ward")] and all(r["_policies"] == ["nurses_on_rounds"] for r in expected[("nick", "ward")])
+    nick = expected[("nick", "ward")]
+    assert nick and all(r["_policies"] == ["nurses_on_rounds"] for r in nick)
     for (user, query), rows in expected.items():
         got = read_user_rows(spark, tmp_path / "out", user, query)
         if query == "perpatient":  # replay closes every window; the run only those the watermark passed

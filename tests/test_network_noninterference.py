@@ -52,9 +52,12 @@ users:
 USERS = {"doc_north": ("Doctor", "north"), "nurse_north": ("Nurse", "north"), "doc_south": ("Doctor", "south")}
 QUERIES = load_queries_text("""
 queries:
-  - {id: high, users: [doc_north, nurse_north, doc_south], query: "SELECT patient, hospital, pulse FROM Vitals WHERE pulse > 80"}
-  - {id: perminute, users: [doc_north, nurse_north, doc_south], query: "SELECT hospital, COUNT(*) AS n, MAX(pulse) AS top FROM Vitals [RANGE 1 min] GROUP BY hospital"}
-  - {id: last3, users: [doc_north, nurse_north, doc_south], query: "SELECT COUNT(*) AS n, MIN(pulse) AS low FROM Vitals [ROWS 3]"}
+  - {id: high, users: [doc_north, nurse_north, doc_south],
+     query: "SELECT patient, hospital, pulse FROM Vitals WHERE pulse > 80"}
+  - {id: perminute, users: [doc_north, nurse_north, doc_south],
+     query: "SELECT hospital, COUNT(*) AS n, MAX(pulse) AS top FROM Vitals [RANGE 1 min] GROUP BY hospital"}
+  - {id: last3, users: [doc_north, nurse_north, doc_south],
+     query: "SELECT COUNT(*) AS n, MIN(pulse) AS low FROM Vitals [ROWS 3]"}
 """, CATALOG)
 T0 = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 PATIENTS = {1: "north", 2: "north", 3: "south", 4: "south"}
@@ -116,7 +119,8 @@ def rows_of(spark, root: Path, user: str) -> dict[str, list[str]]:  # type: igno
 # One example that holds hidden tuples among the user's (the simplest example, which Hypothesis
 # tries first, holds none and is rejected before any Spark work).
 @settings(max_examples=1, deadline=None, derandomize=True, phases=(Phase.explicit, Phase.generate),
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much])
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.filter_too_much])
 @given(visible=readings, noise=readings, roles=policies, access=grants, user=st.sampled_from(sorted(USERS)))
 def test_a_random_mixed_network_is_exact_and_hidden_tuples_change_nothing(spark, tmp_path_factory, visible, noise,
                                                                             roles, access, user) -> None:

@@ -20,8 +20,12 @@ users: {ann: {}, bob: {}}
 WINDOWS = "[RANGE 5 min SLIDE 1 min]"
 QUERIES = f"""
 queries:
-  - {{id: CQ1, users: [ann, bob], query: "SELECT s1.streamid, s1.heartRate FROM Stream1 AS s1 {WINDOWS}, Stream2 AS s2 {WINDOWS} WHERE s1.location = s2.location AND s2.speed < 30"}}
-  - {{id: CQ2, users: [ann], query: "SELECT a.streamid, c.pressure FROM Stream1 AS a {WINDOWS}, Stream2 AS b {WINDOWS}, Stream3 AS c {WINDOWS} WHERE a.location = b.location AND b.speed < 30 AND c.streamid = a.streamid AND c.pressure > 120"}}
+  - {{id: CQ1, users: [ann, bob],
+     query: "SELECT s1.streamid, s1.heartRate FROM Stream1 AS s1 {WINDOWS}, Stream2 AS s2 {WINDOWS}
+             WHERE s1.location = s2.location AND s2.speed < 30"}}
+  - {{id: CQ2, users: [ann],
+     query: "SELECT a.streamid, c.pressure FROM Stream1 AS a {WINDOWS}, Stream2 AS b {WINDOWS}, Stream3 AS c {WINDOWS}
+             WHERE a.location = b.location AND b.speed < 30 AND c.streamid = a.streamid AND c.pressure > 120"}}
 """
 
 

@@ -164,7 +164,8 @@ def test_each_user_of_a_random_running_network_gets_what_the_oracle_says(spark, 
     # A restart: a new runtime over the same checkpoints resumes every pipeline's state.
     rt = NetworkRuntime(spark, store, inputs, root / "out", root / "cp", trigger="1 second").start()
     try:
-        feed(2, [r for r in rest(s1) if r["ts"] >= at(15)] + [flush1], [r for r in rest(s2) if r["ts"] >= at(15)] + [flush2])
+        feed(2, [r for r in rest(s1) if r["ts"] >= at(15)] + [flush1],
+             [r for r in rest(s2) if r["ts"] >= at(15)] + [flush2])
         rt.process_all_available()
     finally:
         rt.stop()

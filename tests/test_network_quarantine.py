@@ -161,8 +161,8 @@ def test_network_run_warns_per_micro_batch_while_replay_and_run_still_stop(spark
     assert pulses(spark, out, "ann") == [201, 203]
 
     (tmp_path / "catalog.yaml").write_text(CATALOG_TEXT)
-    query = ["--catalog", str(tmp_path / "catalog.yaml"), "--user", "ann", "--query", "SELECT patient, pulse FROM Vitals",
-             "--input", f"Vitals={folder}"]
+    query = ["--catalog", str(tmp_path / "catalog.yaml"), "--user", "ann",
+             "--query", "SELECT patient, pulse FROM Vitals", "--input", f"Vitals={folder}"]
     assert main(["replay", *query, "--output", str(tmp_path / "o.jsonl")]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("error: broken record in stream Vitals") and line.endswith(f"at {part0}:2"), line

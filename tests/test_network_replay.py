@@ -23,9 +23,9 @@ streams:
   Stream2: {schema: {ts: timestamp, location: string, speed: double}}
 users: {ann: {}, bob: {}, carl: {}}
 """
-QUERIES = """
-queries:
-  - {id: q1, users: [ann, bob], query: "SELECT s1.streamid, s1.heartRate FROM Stream1 AS s1 [RANGE 5 min SLIDE 1 min], Stream2 AS s2 [RANGE 5 min SLIDE 1 min] WHERE s1.location = s2.location AND s2.speed < 30"}
+QUERIES = """queries:
+  - {id: q1, users: [ann, bob], query: "SELECT s1.streamid, s1.heartRate FROM Stream1 AS s1 [RANGE 5 min SLIDE 1 min],
+     Stream2 AS s2 [RANGE 5 min SLIDE 1 min] WHERE s1.location = s2.location AND s2.speed < 30"}
   - {id: q2, users: [ann], query: "SELECT location, speed FROM Stream2 WHERE speed < 30"}
 """
 T0 = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)

@@ -29,8 +29,12 @@ CATALOG = load_catalog_text(STREAMS + "users: {ann: {}, bob: {}}\n")
 W = "[RANGE 2 min]"
 QUERIES = load_queries_text(f"""
 queries:
-  - {{id: CQ1, users: [ann, bob], query: "SELECT s1.streamid, s1.heartRate FROM Stream1 AS s1 {W}, Stream2 AS s2 {W} WHERE s1.location = s2.location AND s2.speed < 30"}}
-  - {{id: CQ2, users: [ann], query: "SELECT a.streamid, c.pressure FROM Stream1 AS a {W}, Stream2 AS b {W}, Stream3 AS c {W} WHERE a.location = b.location AND b.speed < 30 AND c.streamid = a.streamid AND c.pressure > 120"}}
+  - {{id: CQ1, users: [ann, bob],
+     query: "SELECT s1.streamid, s1.heartRate FROM Stream1 AS s1 {W}, Stream2 AS s2 {W}
+             WHERE s1.location = s2.location AND s2.speed < 30"}}
+  - {{id: CQ2, users: [ann],
+     query: "SELECT a.streamid, c.pressure FROM Stream1 AS a {W}, Stream2 AS b {W}, Stream3 AS c {W}
+             WHERE a.location = b.location AND b.speed < 30 AND c.streamid = a.streamid AND c.pressure > 120"}}
 """, CATALOG)
 T0 = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 
@@ -88,7 +92,8 @@ def test_grants_and_revocations_take_effect_while_the_network_runs(spark, tmp_pa
         feed(tmp_path / "in", 1, data, 40, 80)
         rt.process_all_available()
         rt.poll()  # the status follows the event time reached at each poll
-        assert read_status(tmp_path / "out", "ann", "CQ1")["reason"] == "access ended at 2026-03-01T10:14:00Z (event time)"
+        assert (read_status(tmp_path / "out", "ann", "CQ1")["reason"]
+                == "access ended at 2026-03-01T10:14:00Z (event time)")
         # bob's access ends before what CQ1 has emitted: nobody can receive another row, so it stops
         server.revoke("CQ1", "bob", T0 + timedelta(minutes=15))
         assert rt.poll() and [s.name for s in rt.streams] == [n for n in rt.running if n.startswith("CQ2")]
@@ -96,7 +101,8 @@ def test_grants_and_revocations_take_effect_while_the_network_runs(spark, tmp_pa
         rt.stop()
     replay_network(spark, CATALOG, QUERIES, server.changes(), inputs, tmp_path / "replay")
     for user, query in (("ann", "CQ1"), ("ann", "CQ2")):
-        expected = [json.loads(line) for line in (tmp_path / "replay" / user / f"{query}.jsonl").read_text().splitlines()]
+        replayed = (tmp_path / "replay" / user / f"{query}.jsonl").read_text()
+        expected = [json.loads(line) for line in replayed.splitlines()]
         assert expected and full(read_user_rows(spark, tmp_path / "out", user, query)) == full(expected)
     assert read_user_rows(spark, tmp_path / "out", "bob", "CQ2") == []  # not listed for CQ2
 
@@ -168,9 +174,15 @@ def test_a_stream_whose_files_come_later_still_finds_its_partners(spark, tmp_pat
 def test_windowed_aggregates_run_in_the_network_and_close_with_the_watermark(spark, tmp_path) -> None:
     queries = load_queries_text(f"""
 queries:
-  - {{id: CQ1, users: [ann], query: "SELECT s1.streamid, s1.heartRate FROM Stream1 AS s1 {W}, Stream2 AS s2 {W} WHERE s1.location = s2.location AND s2.speed < 30"}}
-  - {{id: slow, users: [ann, bob], query: "SELECT location, COUNT(*) AS n, MAX(speed) AS top FROM Stream2 [RANGE 2 min SLIDE 1 min] WHERE speed < 30 GROUP BY location"}}
-  - {{id: pairs, users: [bob], query: "SELECT COUNT(*) AS pairs, AVG(s1.heartRate) AS hr FROM Stream1 AS s1 {W}, Stream2 AS s2 {W} WHERE s1.location = s2.location AND s2.speed < 30"}}
+  - {{id: CQ1, users: [ann],
+     query: "SELECT s1.streamid, s1.heartRate FROM Stream1 AS s1 {W}, Stream2 AS s2 {W}
+             WHERE s1.location = s2.location AND s2.speed < 30"}}
+  - {{id: slow, users: [ann, bob],
+     query: "SELECT location, COUNT(*) AS n, MAX(speed) AS top FROM Stream2 [RANGE 2 min SLIDE 1 min]
+             WHERE speed < 30 GROUP BY location"}}
+  - {{id: pairs, users: [bob],
+     query: "SELECT COUNT(*) AS pairs, AVG(s1.heartRate) AS hr FROM Stream1 AS s1 {W}, Stream2 AS s2 {W}
+             WHERE s1.location = s2.location AND s2.speed < 30"}}
 """, CATALOG)
     data, inputs = records(60), {s: str(tmp_path / "in" / s) for s in ("Stream1", "Stream2")}
     late = T0 + timedelta(hours=4)  # moves every stream's watermark past all windows; no query keeps it
@@ -199,14 +211,17 @@ roles: {Doctor: {}, Nurse: {}}
 users: {ann: {roles: [Doctor]}, bob: {roles: [Nurse]}, cid: {roles: [Nurse]}, dan: {}}
 policies:
   - {id: doctors, subject: Doctor, streams: [Stream1], privilege: read}
-  - {id: ward_x, subject: Nurse, streams: [Stream1], attributes: [streamid, location], where: "Stream1.location = 'x'", privilege: read}
+  - {id: ward_x, subject: Nurse, streams: [Stream1], attributes: [streamid, location],
+     where: "Stream1.location = 'x'", privilege: read}
 """)
 
 
 def test_role_policies_apply_on_top_of_the_grants_in_a_running_network(spark, tmp_path) -> None:
     queries = load_queries_text(f"""
 queries:
-  - {{id: CQ1, users: [ann, bob, cid, dan], query: "SELECT s1.streamid, s1.heartRate FROM Stream1 AS s1 {W}, Stream2 AS s2 {W} WHERE s1.location = s2.location AND s2.speed < 30"}}
+  - {{id: CQ1, users: [ann, bob, cid, dan],
+     query: "SELECT s1.streamid, s1.heartRate FROM Stream1 AS s1 {W}, Stream2 AS s2 {W}
+             WHERE s1.location = s2.location AND s2.speed < 30"}}
   - {{id: fast, users: [bob], query: "SELECT location, speed FROM Stream2 WHERE speed < 30"}}
 """, ROLES)
     data, inputs = records(40), {s: str(tmp_path / "in" / s) for s in ("Stream1", "Stream2")}
@@ -246,6 +261,6 @@ def test_every_access_change_is_published_as_an_sp_in_the_order_issued(spark, tm
     with pytest.raises(StreamwardenError, match="must expire after it starts"):
         server.grant("CQ1", "ann", T0, until=T0)
     with pytest.raises(StreamwardenError, match="name the folder its access SPs go to"):
-        AuthorizationServer("sqlite:///:memory:").sp_folder
+        _ = AuthorizationServer("sqlite:///:memory:").sp_folder
 
 

@@ -347,7 +347,10 @@ def test_self_with_null_profile_value_matches_nothing():
 # ---------------------------------------------------------------- three-valued logic
 def test_kleene_connectives():
     T, F, N = ("true",), cmp(C(1), "=", C(2)), cmp(C(1), "=", C(None))
-    ev = lambda p: O.evaluate(p, lambda o: None)
+
+    def ev(p: tuple) -> bool | None:
+        return O.evaluate(p, lambda o: None)
+
     assert ev(N) is None and ev(("not", N)) is None
     assert ev(("and", N, F)) is False and ev(("and", N, T)) is None
     assert ev(("or", N, T)) is True and ev(("or", N, F)) is None

@@ -159,8 +159,8 @@ class World:
         start = f'"{iso(self.action_start)}"' if self.action_start is not None else "null"
         end = f'"{iso(self.action_end)}"' if self.action_end is not None else "null"
         body = "\n".join(p.yaml() for p in self.policies) or "  []"
-        streams = "\n".join(
-            f"  {name}: {{schema: {{{', '.join(f'{a}: {t}' for a, t in schema)}}}}}" for name, schema in SCHEMAS.items())
+        streams = "\n".join(f"  {name}: {{schema: {{{', '.join(f'{a}: {t}' for a, t in schema)}}}}}"
+                            for name, schema in SCHEMAS.items())
         return (f"streams:\n{streams}\nroles:\n  R1: {{}}\n  R2: {{inherits: [R1]}}\n  R3: {{}}\n"
                 f"users:\n  u: {{roles: [R2], profile: {{g: x}}}}\n"
                 f"actions:\n  a: {{start: {start}, end: {end}, target: 2.0}}\n"

@@ -31,7 +31,8 @@ def test_line_order_across_files_in_name_order(spark, tmp_path) -> None:
     write(tmp_path / "b.jsonl", [tuple_(3), tuple_(4)])
     write(tmp_path / "a.jsonl", [SP, tuple_(1), "", tuple_(2)])
     rows = read_punctuated(spark, HEART, tmp_path).orderBy("_file", "_line").collect()
-    assert [(r["_is_sp"], r["Beats_per_min"]) for r in rows] == [(True, None), (False, 71), (False, 72), (False, 73), (False, 74)]
+    assert [(r["_is_sp"], r["Beats_per_min"]) for r in rows] == [(True, None), (False, 71), (False, 72), (False, 73),
+                                                                 (False, 74)]
     sp_row = rows[0]["_sp"]
     assert (sp_row["tuples"], sp_row["roles"], sp_row["sn"], sp_row["sign"]) == ("[120, 133]", "{GP, C}", 1, "+")
     assert rows[1]["sp_csn"] == 1 and rows[1]["sp_ts"] is not None

@@ -122,8 +122,9 @@ def test_a_broken_line_without_seq_does_not_reorder_the_sequenced_records(spark,
 
 def test_the_taint_crosses_micro_batches_and_restarts(spark, tmp_path) -> None:
     """A broken SP (SP 1 re-sent as a negative one) in one micro-batch, the tuples of its policy
-    in the next and after a restart: the shield's checkpointed state keeps the taint. The quarantined records are counted in
-    the query's progress, with the place of the first, never the record."""
+    in the next and after a restart: the shield's checkpointed state keeps the taint. The
+    quarantined records are counted in the query's progress, with the place of the first,
+    never the record."""
     from streamwarden.runtime.quarantine import QuarantineLog
 
     folder, checkpoint = tmp_path / "in", tmp_path / "cp"

@@ -16,7 +16,8 @@ from streamwarden.errors import InputError
 
 pytestmark = pytest.mark.spark
 
-# Times are seconds after 10:00. Soldiers 1, 2 in paul's platoon X; 3, 4 in Y. Soldier 3 is near the target of action a (500 ± 10).
+# Times are seconds after 10:00. Soldiers 1, 2 in paul's platoon X; 3, 4 in Y. Soldier 3 is near
+# the target of action a (500 ± 10).
 POSITION = [
     {"ts": ts(0), "SID": 1, "Pos": 100.0, "Platoon": "X"},
     {"ts": ts(0), "SID": 3, "Pos": 505.0, "Platoon": "Y"},
@@ -282,7 +283,8 @@ def test_explain_says_when_a_role_has_no_policy_on_a_stream(capsys) -> None:
 
 def test_iso_timestamp_variants_and_rejects(spark, tmp_path) -> None:
     catalog = load_catalog_text("streams: {S: {schema: {ts: timestamp, v: int}}}\nroles: {R: {}}\n"
-                                "users: {u: {roles: [R]}}\npolicies:\n  - {id: p, subject: R, streams: [S], privilege: read}\n")
+                                "users: {u: {roles: [R]}}\n"
+                                "policies:\n  - {id: p, subject: R, streams: [S], privilege: read}\n")
     good = write_jsonl(tmp_path / "good.jsonl", [
         {"ts": "2026-03-01T10:00:00.5Z", "v": 1}, {"ts": "2026-03-01T12:00:00+02:00", "v": 2},
         {"ts": "2026-03-01T10:00:00", "v": 3}, {"ts": "2026-03-01T10:00:00.123456Z", "v": 4}])

@@ -161,7 +161,7 @@ def test_the_folder_is_private_whatever_sparks_umask(spark, drill, position, tmp
 
     def like_a_loose_umask(job, folder: Path) -> int:  # a caller's session with umask 022
         rows = written(job, folder)
-        for path, dirs, files in os.walk(folder):
+        for path, _dirs, files in os.walk(folder):
             os.chmod(path, 0o755)
             for name in files:
                 os.chmod(os.path.join(path, name), 0o644)

@@ -51,7 +51,8 @@ def test_example_5_3_sec_join_selects_p4(drill_catalog) -> None:
 
 
 def test_examples_5_4_and_5_5_two_authorized_graphs(drill_catalog) -> None:
-    r = rewrite(drill_catalog, "paul", "SELECT BPressure, Pos FROM Position, Health WHERE Position.SID = Health.SID AND Pos >= 100")
+    r = rewrite(drill_catalog, "paul",
+                "SELECT BPressure, Pos FROM Position, Health WHERE Position.SID = Health.SID AND Pos >= 100")
     kinds = [(g.kind, g.policies, g.deployed) for g in r.graphs]
     assert kinds == [("read views", ("p1", "p3"), True), ("join policies", ("p4",), True)]
     ag1, ag2 = (g.root for g in r.graphs)
@@ -73,7 +74,8 @@ def test_example_5_6_second_graph_not_deployed(drill_catalog) -> None:
 
 def test_inference_prevention_in_pol_join(drill_catalog) -> None:
     # A selection below the join on an attribute p4 does not grant (Heart) must disable p4.
-    r = rewrite(drill_catalog, "paul", "SELECT BPressure FROM Position, Health WHERE Position.SID = Health.SID AND Heart > 150")
+    r = rewrite(drill_catalog, "paul",
+                "SELECT BPressure FROM Position, Health WHERE Position.SID = Health.SID AND Heart > 150")
     assert not any(g.kind == "join policies" for g in r.graphs)
     refusal = next(d for d in r.decisions if d.policy_id == "p4")
     assert not refusal.applied and "Health.Heart" in refusal.reason

@@ -40,7 +40,8 @@ def test_rows_window_over_parquet_equals_json_lines(spark, tmp_path) -> None:
         assert rows["parquet"] == rows["json"] and rows["json"], query
 
 
-TWO_POLICIES = CATALOG.replace('''  - {id: r, subject: R, streams: [Msg], attributes: '*', privilege: read, where: "size < 90"}''', '''  - {id: r, subject: R, streams: [Msg], attributes: '*', privilege: read, where: "size < 90"}
+ONE_POLICY = '''  - {id: r, subject: R, streams: [Msg], attributes: '*', privilege: read, where: "size < 90"}'''
+TWO_POLICIES = CATALOG.replace(ONE_POLICY, ONE_POLICY + '''
   - {id: s, subject: R, streams: [Msg], attributes: '*', privilege: read, where: "sender = 's0'"}''')
 
 

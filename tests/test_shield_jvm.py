@@ -123,7 +123,8 @@ def rows(provider: str, batch: list[Sp | Tuple], start: int) -> list[tuple]:
         elif isinstance(event, BrokenSp):
             out.append((provider, None, "f", line, True, event.ts, None, QUARANTINED, None, None, None, None, line))
         elif isinstance(event, BrokenTuple):
-            out.append((provider, None, "f", line, False, None, None, QUARANTINED, event.ts, event.csn, None, None, line))
+            out.append((provider, None, "f", line, False, None, None, QUARANTINED, event.ts, event.csn, None, None,
+                        line))
         else:
             out.append((provider, None, "f", line, False, None, None, None, event.ts, event.csn, "k", None, line))
     return out
@@ -168,7 +169,7 @@ def test_jvm_shield_decides_as_the_reference_across_micro_batches(spark, tmp_pat
     query = (apply_shield(control).select("_payload._g", "_payload._id", GOV).writeStream
              .format("memory").queryName(name).option("checkpointLocation", str(checkpoint)).start())
     try:
-        for r, batch_rows in enumerate(per_round):
+        for batch_rows in per_round:
             spark.createDataFrame(batch_rows, SCHEMA).write.mode("append").parquet(str(source))
             query.processAllAvailable()
     finally:
@@ -227,7 +228,8 @@ def test_jvm_matches_tuple_patterns_as_spark_sql(spark, dtype, keys) -> None:
     control = frame.select(
         "_g", F.lit(None).cast("long").alias("_seq"), F.lit("f").alias("_file"), "_line", "_is_sp",
         F.lit(0).cast("long").alias("_pts"), F.lit(1).alias("_sn"), "_code",
-        F.when(~F.col("_is_sp"), F.lit(0).cast("long")).alias("_tts"), F.when(~F.col("_is_sp"), F.lit(1)).alias("_tcsn"),
+        F.when(~F.col("_is_sp"), F.lit(0).cast("long")).alias("_tts"),
+        F.when(~F.col("_is_sp"), F.lit(1)).alias("_tcsn"),
         key_text(key).alias("_ktext"), key_number(key, dtype).alias("_knum"), F.struct("_g", "key").alias("_payload"))
     jvm = apply_shield(control).select(F.col("_payload._g").alias("_g"), F.col(f"{GOV}.mask").alias("jvm"))
     sql = frame.filter(~F.col("_is_sp")).select("_g", "key").join(

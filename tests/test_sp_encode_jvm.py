@@ -168,5 +168,6 @@ def test_long_patterns_neither_overflow_nor_stay(spark) -> None:
     without recursion and encoded as Python encodes it, and is not kept in the memo."""
     quoted = "'" + "a''" * 200_000 + "'"
     many = "{" + ", ".join(f"R{i}" for i in range(100_000)) + ", GP}"
-    for record in (SpText("S", quoted, "*", "GP"), SpText("S", "*", "*", many), SpText("S", "{" + quoted + "}", "*", many)):
+    for record in (SpText("S", quoted, "*", "GP"), SpText("S", "*", "*", many),
+                   SpText("S", "{" + quoted + "}", "*", many)):
         assert as_compared(jvm_code(spark, CONFIGS[0], record)) == python_code(CONFIGS[0], record)

@@ -14,8 +14,8 @@ Timing, the same for every pipeline of every experiment:
 
 Whatever numbers a pipeline reports of itself (the JSON line of a process, the mapping a
 callable returns) are kept next to the runner's. First every in-process pipeline runs once
-unrecorded (a warm-up: the JVM's JIT compiles Spark's generated code and streamwarden's operators in the first runs, and a running
-service is warm); whole processes are timed cold, as a user would time them.
+unrecorded (a warm-up: the JVM's JIT compiles Spark's generated code and streamwarden's operators
+in the first runs, and a running service is warm); whole processes are timed cold, as a user would time them.
 Then each of the ``repeats`` rounds runs every pipeline once, the order rotated by one per round,
 so a drift in the machine's speed (another process, a warming disk cache) touches every
 pipeline alike rather than whichever came last. Rows in are the workload facts a pipeline

@@ -69,7 +69,7 @@ def authorize(catalog: Catalog, user: str, query: str, *, join_strategy: str = "
         check_name("stream", into)
     rewriting = secure(catalog, user, query, SecurityOptions(join_strategy, level=level))
     if into is not None:
-        check_write(catalog, rewriting.level, into)  # type: ignore[arg-type]
+        check_write(catalog, rewriting.level, into)
     return rewriting
 
 
@@ -211,8 +211,10 @@ def run_levels(
     key = hashlib.sha256(str(Path(output_dir).resolve()).encode()).hexdigest()[:16]
     checkpoints = store.home / "checkpoints" / f"levels-{key}"
     check_outside_output(checkpoints, output_dir)
-    shared = shared_streams(catalog, rewritings.values())
-    routed = {stream: route_tuples(checkpoints, catalog.streams[stream], catalog.lattice) for stream in shared}
+    shared = shared_streams(catalog, rewritings.values())  # none without a lattice
+    lattice = catalog.lattice
+    routed = {stream: route_tuples(checkpoints, catalog.streams[stream], lattice)
+              for stream in shared if lattice is not None}
     jobs = {}
     for q in queries:
         jobs[q.id] = build_job(session, catalog, rewritings[q.id], inputs, streaming=True, store_url=store.url,

@@ -47,7 +47,8 @@ def explain_text(rewriting: Rewriting, catalog: Catalog | None = None, *, sql: b
         lines.append("No authorized graph: no policy lets this user read these streams, so the query returns nothing.")
     for g in rewriting.graphs:
         status = "deployed" if g.deployed else "NOT DEPLOYED"
-        lines.append(f"Authorized graph {g.id} [{status}] via {g.kind}; enforces {', '.join(g.policies) or 'no policy'}")
+        lines.append(f"Authorized graph {g.id} [{status}] via {g.kind}; "
+                     f"enforces {', '.join(g.policies) or 'no policy'}")
         if not g.deployed:
             lines.append(f"  reason: {g.reason}")
         lines.append(textwrap.indent(render_tree(g.root), "  "))

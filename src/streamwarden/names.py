@@ -22,14 +22,16 @@ symlinks): a name that slipped past a check still cannot leave the output folder
 
     >>> check_name("user", "ann")
     'ann'
-    >>> check_name("user", "../x")
+    >>> check_name("user", "../x")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
-    streamwarden.names.InvalidName: user '../x' is not a valid name: a name is an ASCII letter, then up to 63 letters, digits or '_'
+    streamwarden.names.InvalidName: user '../x' is not a valid name: a name is an ASCII letter, then up to 63
+        letters, digits or '_'
     >>> safe_path("/srv/out", "ann", "q1.jsonl").as_posix()
     '/srv/out/ann/q1.jsonl'
-    >>> safe_path("/srv/out", "..", "etc")
+    >>> safe_path("/srv/out", "..", "etc")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
-    streamwarden.names.UnsafePath: refusing the path component '..' under /srv/out: a path part must be one plain file or folder name
+    streamwarden.names.UnsafePath: refusing the path component '..' under /srv/out: a path part must be one plain
+        file or folder name
 """
 
 from __future__ import annotations
@@ -272,7 +274,7 @@ def make_private(path: str | os.PathLike[str]) -> None:
     if path.is_file():
         os.chmod(path, PRIVATE_FILE)
         return
-    for folder, dirs, files in os.walk(path):
+    for folder, _dirs, files in os.walk(path):
         os.chmod(folder, PRIVATE_DIR)
         for name in files:
             file = os.path.join(folder, name)

@@ -354,7 +354,8 @@ def test_expression_at_the_limits_compiles_and_runs_on_spark(spark, tmp_path) ->
     position = write_jsonl(tmp_path / "Position.jsonl", [
         {"ts": ts(i), "SID": i, "Pos": float(i), "Platoon": "X"} for i in range(4)])
     limits = at_the_limits(room=1)
-    condition = f"({limits['OR chain']}) AND ({limits['nesting']}) AND ({limits['minus signs']}) AND ({limits['height']})"
+    condition = (f"({limits['OR chain']}) AND ({limits['nesting']}) AND ({limits['minus signs']}) "
+                 f"AND ({limits['height']})")
     rows = api.replay(DRILL_CAT, "paul", f"SELECT SID FROM Position WHERE {condition}",
                       {"Position": str(position)}, spark=spark)
     assert sorted(r["SID"] for r in rows) == [2, 3]

@@ -49,7 +49,8 @@ def test_qualified_attribute_grants_only_that_streams_attribute() -> None:
     """Attack: `attributes: [Position.Platoon, ...]` on a join policy over Position and Health
     was read as the bare `Platoon`, granting Health.Platoon too. Now exactly Position's."""
     cat = catalog_with("  - {id: j, subject: Doctor, streams: [Position, Health], privilege: read,\n"
-                       "     attributes: [Position.Platoon, Health.BPressure, SID], where: \"Position.SID = Health.SID\"}\n")
+                       "     attributes: [Position.Platoon, Health.BPressure, SID],\n"
+                       "     where: \"Position.SID = Health.SID\"}\n")
     (policy,) = cat.policies
     assert granted_attributes(policy, "Position", cat.streams) == {"Platoon", "SID"}
     assert granted_attributes(policy, "Health", cat.streams) == {"BPressure", "SID"}  # bare SID: both streams
@@ -104,7 +105,8 @@ NULL_PROFILES = """users:
   empty: {roles: [Doctor], profile: {Platoon: }}
   missing: {roles: [Doctor]}
 """
-BASELINE = "  - {id: p0, subject: Doctor, streams: [Position], attributes: [SID], privilege: read, where: \"Position.Pos > 1000\"}\n"
+BASELINE = ("  - {id: p0, subject: Doctor, streams: [Position], attributes: [SID], privilege: read, "
+            "where: \"Position.Pos > 1000\"}\n")
 PROFILE_POLICIES = (
     "  - {id: p1, subject: Doctor, streams: [Position], attributes: [Pos, SID, Platoon], privilege: read,\n"
     "     where: \"Position.Platoon = self.Platoon\"}\n"
@@ -171,7 +173,8 @@ def test_qualified_grant_masks_the_other_streams_attribute_on_spark(spark, tmp_p
     cat = catalog_with("  - {id: j, subject: Doctor, streams: [Position, Health], privilege: read,\n"
                        "     attributes: [Position.Platoon, SID], where: \"Position.SID = Health.SID\"}\n")
     inputs = {
-        "Position": str(write_jsonl(tmp_path / "Position.jsonl", [{"ts": ts(0), "SID": 1, "Pos": 1.0, "Platoon": "X"}])),
+        "Position": str(write_jsonl(tmp_path / "Position.jsonl",
+                                    [{"ts": ts(0), "SID": 1, "Pos": 1.0, "Platoon": "X"}])),
         "Health": str(write_jsonl(tmp_path / "Health.jsonl",
                                   [{"ts": ts(1), "SID": 1, "Platoon": "secret", "Heart": 70, "BPressure": 120}])),
     }

@@ -49,7 +49,8 @@ policies:
   - {id: p1, subject: Doctor, streams: [Position], attributes: [Pos, SID], privilege: read,
      where: "Position.Platoon = self.Platoon"}
   - {id: p2, subject: Doctor, streams: [Position], attributes: [Pos], privilege: avg,
-     where: "Position.Platoon <> self.Platoon", time: ["start(a)", "end(a)"], window: {size: "1 hour", offset: "1 hour"}}
+     where: "Position.Platoon <> self.Platoon", time: ["start(a)", "end(a)"],
+     window: {size: "1 hour", offset: "1 hour"}}
   - {id: p3, subject: Doctor, streams: [Health], attributes: "*", privilege: read, where: "Health.Heart < self.Limit"}
   - {id: p4, subject: Doctor, streams: [Health, Position], attributes: [Health.BPressure, Position.SID, Pos],
      privilege: read, where: "Health.Platoon <> self.Platoon AND Position.SID = Health.SID AND Pos >= target(a) - 10"}
@@ -155,18 +156,20 @@ def typed(streams: list[str]) -> st.SearchStrategy[str]:
         return names_ + ([a for a in table[streams[0]]] if len(streams) == 1 else [])
 
     def num_extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
-        return st.one_of(st.builds(lambda a, op, b: f"{a} {op} {b}", inner, st.sampled_from(["+", "-", "*", "/", "%"]), inner),
+        return st.one_of(st.builds(lambda a, op, b: f"{a} {op} {b}", inner, st.sampled_from(["+", "-", "*", "/", "%"]),
+                                   inner),
                          inner.map(lambda e: f"({e})"), inner.map(lambda e: f"- {e}"))
 
     number = st.recursive(st.one_of(st.sampled_from(attrs(NUMERIC)), st.sampled_from(GOOD_NUMBERS)), num_extend,
                           max_leaves=6)
     text = st.one_of(st.sampled_from(attrs(TEXTUAL)), st.sampled_from(GOOD_STRINGS))
     atom = st.one_of(
-        st.builds(lambda a, op, b: f"{a} {op} {b}", number, st.sampled_from(["=", "<>", "!=", "<", "<=", ">", ">="]), number),
+        st.builds(lambda a, op, b: f"{a} {op} {b}", number, st.sampled_from(["=", "<>", "!=", "<", "<=", ">", ">="]),
+                  number),
         st.builds(lambda a, op, b: f"{a} {op} {b}", text, st.sampled_from(["=", "<>", "<"]), text),
         st.builds(lambda e, neg: f"{e} IS {'NOT ' if neg else ''}NULL", st.one_of(number, text), st.booleans()),
-        st.sampled_from(["TRUE", "FALSE", "NULL", f"{streams[0]}.ts > '2026-03-01T10:00:00Z'", f"{streams[0]}.ts > 6:00am",
-                         f"{streams[0]}.ts >= start(a)", f"{streams[0]}.ts <= end(a)"]),
+        st.sampled_from(["TRUE", "FALSE", "NULL", f"{streams[0]}.ts > '2026-03-01T10:00:00Z'",
+                         f"{streams[0]}.ts > 6:00am", f"{streams[0]}.ts >= start(a)", f"{streams[0]}.ts <= end(a)"]),
     )
 
     def bool_extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
@@ -270,7 +273,8 @@ users:
   c1: {roles: [Auditor], clearance: "[1, ⊥]"}
   gus: {roles: [GP]}
 policies:
-  - {id: a1, subject: Auditor, streams: [MessageLog], attributes: "*", privilege: read, where: "MessageLog.outcome <> 'x'"}
+  - {id: a1, subject: Auditor, streams: [MessageLog], attributes: "*", privilege: read,
+     where: "MessageLog.outcome <> 'x'"}
 """, "levels.yaml")
 LEVELS = ["[1, ⊥]", "[T, T]", "[⊥, ⊥]", "[2, B]", "[1]", "[9, Z]", "[bot, top]", "[1, _]"]
 
@@ -283,14 +287,17 @@ def level_and_sp_queries(draw) -> str:  # type: ignore[no-untyped-def]
     if shape == 0:
         items = draw(st.sampled_from(["COUNT(*)", "serviceId, level", "level AS lv", "COUNT(*) AS n, level"]))
         where = draw(st.sampled_from(["msgType = \"send\"", "sender = '1'", "outcome IS NULL", "TRUE"]))
-        text = f"SELECT {items} FROM MessageLog {window} WHERE {where} AND level {draw(st.sampled_from(['=', '<>', '<']))} {draw(level)}"
+        op = draw(st.sampled_from(['=', '<>', '<']))
+        text = f"SELECT {items} FROM MessageLog {window} WHERE {where} AND level {op} {draw(level)}"
     elif shape == 1:
-        text = (f"SELECT R.serviceId FROM MessageLog R {draw(st.sampled_from(['[ROWS 5]', '[RANGE 1 min]', '']))}, "
-                f"MessageLog S {draw(st.sampled_from(['[ROWS 5]', '[RANGE 1 min]', '']))} WHERE R.serviceId = S.serviceId")
+        windows = st.sampled_from(['[ROWS 5]', '[RANGE 1 min]', ''])
+        text = (f"SELECT R.serviceId FROM MessageLog R {draw(windows)}, "
+                f"MessageLog S {draw(windows)} WHERE R.serviceId = S.serviceId")
     else:
         statement = (f"INSERT SP INTO STREAM Out LET DDP = TUPLES:{draw(patterns())}, SRP = frbac:{draw(patterns())}"
                      f"{draw(st.sampled_from(['', ' WITH GRANT OPTION', ', SIGN = NEGATIVE']))}")
-        items = draw(st.sampled_from(["Patient_id, Beats_per_min", "ts, Patient_id", "Beats_per_min", "AVG(Beats_per_min)"]))
+        items = draw(st.sampled_from(["Patient_id, Beats_per_min", "ts, Patient_id", "Beats_per_min",
+                                      "AVG(Beats_per_min)"]))
         text = (f"SELECT {items} FROM HeartRate {window} WHERE Beats_per_min > {draw(st.sampled_from(GOOD_NUMBERS))}"
                 + (f" ON RESULT ({statement})" if shape == 2 else ""))
     if draw(st.integers(0, 4)) == 0:

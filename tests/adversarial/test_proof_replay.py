@@ -39,11 +39,11 @@ VALUES = {
 # Conditions as CQL text over S.a (int), S.b (long), S.d (double): atoms with arithmetic.
 term = st.recursive(
     st.sampled_from(["S.a", "S.b", "S.d", "0", "1", "2", "3", "2147483647", "1.5"]),
-    lambda inner: st.builds(lambda l, op, r: f"({l} {op} {r})", inner, st.sampled_from("+-*/"), inner),
+    lambda inner: st.builds(lambda a, op, b: f"({a} {op} {b})", inner, st.sampled_from("+-*/"), inner),
     max_leaves=3)
-atom = st.builds(lambda l, op, r: f"{l} {op} {r}", term, st.sampled_from(["=", "<>", "<", "<=", ">", ">="]), term)
+atom = st.builds(lambda a, op, b: f"{a} {op} {b}", term, st.sampled_from(["=", "<>", "<", "<=", ">", ">="]), term)
 condition = st.recursive(atom, lambda inner: st.one_of(
-    st.builds(lambda l, r: f"({l} AND {r})", inner, inner), st.builds(lambda l, r: f"({l} OR {r})", inner, inner),
+    st.builds(lambda a, b: f"({a} AND {b})", inner, inner), st.builds(lambda a, b: f"({a} OR {b})", inner, inner),
     inner.map(lambda c: f"NOT ({c})")), max_leaves=3)
 
 

@@ -30,8 +30,8 @@ import spark_semantics as S
 from streamwarden.plan import expr as E
 from streamwarden.security.rewrite.implication import implies
 
-I, L, D, T = (E.Column("S", "i", "int"), E.Column("S", "l", "long"), E.Column("S", "d", "double"),
-              E.Column("S", "s", "string"))
+I, L, D, T = (E.Column("S", "i", "int"), E.Column("S", "l", "long"),  # noqa: E741  # I: the int column, as L, D, T
+              E.Column("S", "d", "double"), E.Column("S", "s", "string"))
 COLUMNS = (I, L, D, T)
 EDGE = {
     "int": [None, 0, 1, -1, 2, 7, -(2**31), 2**31 - 1],

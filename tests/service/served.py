@@ -64,7 +64,8 @@ class Served:
     def launch(self) -> "Served":
         self.log = self.root / f"serve-{int(time.time() * 1000)}.log"
         command = [sys.executable, "-m", "streamwarden.cli.main", "serve", "--store", self.store_url,
-                   "--input", f"Readings={self.root / 'in' / 'Readings'}", "--input", f"Vitals={self.root / 'in' / 'Vitals'}",
+                   "--input", f"Readings={self.root / 'in' / 'Readings'}",
+                   "--input", f"Vitals={self.root / 'in' / 'Vitals'}",
                    "--output-dir", str(self.root / "out"), "--checkpoint", str(self.root / "checkpoint"),
                    "--port", "0", "--trigger", "0.5 seconds", *getattr(self, "extra", ())]
         env = dict(os.environ, PYTHONUNBUFFERED="1")

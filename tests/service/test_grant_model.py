@@ -101,7 +101,8 @@ def test_an_admins_revocation_of_an_own_query_holds_for_her_next_ids_until_lifte
     for qid, text in (("q2", Q), ("q3", "SELECT sensor FROM Readings WHERE value > 0")):
         assert client.post("/v1/queries", json={"id": qid, "query": text},
                            headers=tokens.header("bob")).status_code == 201
-        assert periods(service, own_id("bob", qid), "bob") == [("1900-01-01T00:00:00+00:00", "2026-03-01T10:05:00+00:00")]
+        assert periods(service, own_id("bob", qid), "bob") == [("1900-01-01T00:00:00+00:00",
+                                                                "2026-03-01T10:05:00+00:00")]
         shown = client.get(f"/v1/queries/{qid}", headers=tokens.header("bob")).json()
         assert shown["status"]["grants"] == [["1900-01-01T00:00:00Z", T]]
     # an admin lifts it by granting one of her own queries again: every one reopens

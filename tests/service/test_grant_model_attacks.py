@@ -76,7 +76,8 @@ def _legacy_store(url: str, registered: list[tuple[str, list[str], str]],
                         Column("ts", UTCDateTime(), nullable=False), Column("query", String, nullable=False),
                         Column("user", String, nullable=False), Column("grant", Boolean, nullable=False))
     old_registered = Table("registered_queries", meta, Column("id", String, primary_key=True),
-                           Column("users", Text, nullable=False), Column("registered_at", UTCDateTime(), nullable=False),
+                           Column("users", Text, nullable=False),
+                           Column("registered_at", UTCDateTime(), nullable=False),
                            Column("query", Text), Column("level", String))
     engine = create_engine(url)
     meta.create_all(engine)
@@ -152,7 +153,8 @@ def test_a_stream_declared_again_does_not_take_its_predecessors_provider_tokens(
     declares a stream of that name again: the old providers must not write into the new one."""
     from .conftest import CATALOG
 
-    without = CATALOG.replace("  Readings:\n    schema: {ts: timestamp, sensor: int, site: string, value: double}\n", "")
+    readings = "  Readings:\n    schema: {ts: timestamp, sensor: int, site: string, value: double}\n"
+    without = CATALOG.replace(readings, "")
     without = without.split("policies:")[0]
     for text in (without, CATALOG):
         answer = client.put("/v1/catalog", content=text.encode(), headers=tokens.header("root"))

@@ -101,7 +101,8 @@ def test_a_providers_broken_sp_stops_no_one_and_is_reported(served: Served) -> N
     for user in ("ann", "bob"):
         grant = {"query": "vq", "user": user, "sign": "+", "ts": "2026-03-01T00:00:00Z"}
         assert served.post("/v1/grants", "root", json=grant).status_code == 201
-    posted = served.post("/v1/streams/Vitals/records", "vitals7", content=vitals_sp(7, "Doctor") + vitals(7, range(1, 3)))
+    posted = served.post("/v1/streams/Vitals/records", "vitals7",
+                         content=vitals_sp(7, "Doctor") + vitals(7, range(1, 3)))
     assert posted.status_code == 201, posted.text
     direct = served.root / "in" / "Vitals" / "direct-8.jsonl"
     direct.write_text(vitals_sp(8, None) + vitals(8, range(1, 3)))  # line 1: roles null, a broken record

@@ -921,7 +921,8 @@ def test_every_change_is_audited_with_its_full_object(client, tokens, service):
     period = client.post("/v1/grants", json={"query": "shared1", "user": "bob", "sign": "+",
                                              "ts": "2026-03-01T10:00:00+01:00", "until": "2026-03-02T10:00:00Z"},
                          headers=tokens.header("root"))
-    now = client.post("/v1/grants", json={"query": "shared1", "user": "ann", "sign": "+"}, headers=tokens.header("root"))
+    now = client.post("/v1/grants", json={"query": "shared1", "user": "ann", "sign": "+"},
+                      headers=tokens.header("root"))
     revoked = client.post("/v1/grants", json={"query": "shared1", "user": "ann", "sign": "-",
                                               "ts": "2026-04-01T00:00:00Z"}, headers=tokens.header("root"))
     assert [a.status_code for a in (period, now, revoked)] == [201, 201, 201], period.text

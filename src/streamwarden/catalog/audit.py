@@ -61,7 +61,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, Text, create_engine, func, insert, select, update
+from sqlalchemy import (Column, Integer, MetaData, RowMapping, String, Table, Text, create_engine, func, insert, select,
+                        update)
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -69,6 +70,8 @@ from streamwarden.catalog.identity import PREFIX, looks_like_token
 from streamwarden.catalog.store import CatalogStore, NoStore, create_tables
 from streamwarden.errors import StreamwardenError
 
+#: A record as a dict, or a row as SQLAlchemy reads it.
+_Row = Mapping[str, Any] | RowMapping
 #: The ``prev`` of the first record.
 GENESIS = "0" * 64
 MAX_TEXT = 256  # principal, object
@@ -484,7 +487,7 @@ class _Walk:
         self.anchor, self.anchor_seen = anchor, False
         self.bad: Mapping[str, Any] | None = None  # the record the chain breaks at
 
-    def step(self, row: Mapping[str, Any]) -> bool:
+    def step(self, row: _Row) -> bool:
         """Check one record; False (and it is kept) when the chain breaks at it."""
         if row["seq"] != self.expected_seq or row["prev"] != self.expected_prev or _hash(row) != row["hash"]:
             self.bad = dict(row)
@@ -582,7 +585,7 @@ def _opened(store: str | CatalogStore | Engine) -> Iterator[Engine]:
             engine.dispose()
 
 
-def _hash(row: Mapping[str, Any]) -> str:
+def _hash(row: _Row) -> str:
     return hashlib.sha256(_canonical({name: row[name] for name in _HASHED}).encode("utf-8")).hexdigest()
 
 
@@ -607,7 +610,7 @@ def _since(value: datetime | str) -> datetime:
         raise AuditError(f"--since {value[:80]!r} is not an ISO-8601 timestamp") from None
 
 
-def _record(row: Mapping[str, Any]) -> AuditRecord:
+def _record(row: _Row) -> AuditRecord:
     try:
         time = datetime.fromisoformat(row["time"].removesuffix("Z")).replace(tzinfo=timezone.utc)
         policies = tuple(json.loads(row["policies"]))

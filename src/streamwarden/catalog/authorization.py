@@ -37,7 +37,8 @@ a user's own query closes its streams to her other own queries:
 
     >>> import tempfile, os
     >>> server = AuthorizationServer("sqlite:///" + os.path.join(tempfile.mkdtemp(), "auth.db"))
-    >>> [c.line for c in server.grant("q1", "ann", "2026-03-01T10:00:00Z") + server.revoke("q1", "ann", "2026-03-01T10:05:00Z")]
+    >>> granted = server.grant("q1", "ann", "2026-03-01T10:00:00Z")
+    >>> [c.line for c in granted + server.revoke("q1", "ann", "2026-03-01T10:05:00Z")]
     [1, 2]
     >>> [(c.user, c.grant) for c in server.history()]
     [('ann', True), ('ann', False)]
@@ -55,7 +56,8 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from sqlalchemy import Boolean, Column, ColumnElement, Integer, MetaData, Row, String, Table, Text, delete, insert, select, update
+from sqlalchemy import (Boolean, Column, ColumnElement, Integer, MetaData, Row, String, Table, Text, delete, insert,
+                        select, update)
 
 from streamwarden.catalog.registry import (ALL_TIME, QUERY, STREAM, AccessChange, ChangeLog, RegisteredQuery,
                                            grant_openings, parse_own_id, query_streams)
@@ -304,9 +306,11 @@ class AuthorizationServer:
         with self.store.engine.begin() as conn:
             rid = None if scope == STREAM else conn.execute(
                 select(_registered.c.rid).where(_registered.c.id == query)).scalar()
-            seq = conn.execute(insert(_changes).values(ts=when, query=query, user=user, grant=grant, rid=rid,
+            key = conn.execute(insert(_changes).values(ts=when, query=query, user=user, grant=grant, rid=rid,
                                                        incarnation=incarnation, scope=scope)
-                               ).inserted_primary_key[0]
+                               ).inserted_primary_key
+            assert key is not None  # an insert's, not an update's
+            seq = key[0]
         change = AccessChange(when, query, user, grant, int(seq), scope)
         self._publish(change)
         return change
@@ -346,8 +350,8 @@ def _migrate(store: CatalogStore) -> None:
                 continue
             own = parse_own_id(row.id)
             owner = own[0] if own is not None and json.loads(row.users) == [own[0]] else None
-            opens = [] if owner else (grant_openings(catalog, query_streams(row.query))
-                                      if catalog is not None and row.query else None)
+            opens: Iterable[str] | None = [] if owner else (grant_openings(catalog, query_streams(row.query))
+                                                            if catalog is not None and row.query else None)
             conn.execute(update(_registered).where(_registered.c.id == row.id).values(
                 rid=secrets.token_hex(8), owner=owner, opens=None if opens is None else json.dumps(sorted(opens)),
                 owner_incarnation=identities.get(owner) if owner else None))
@@ -385,7 +389,7 @@ def _registration(row: Row[Any]) -> RegisteredQuery:
 
 
 def _change(row: Row[Any]) -> AccessChange:
-    return AccessChange(_utc(row.ts), row.query, row.user, bool(row.grant), row.seq,  # type: ignore[arg-type]
+    return AccessChange(_utc(row.ts), row.query, row.user, bool(row.grant), row.seq,
                         row.scope or QUERY)
 
 

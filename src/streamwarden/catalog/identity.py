@@ -365,7 +365,7 @@ def list_tokens(store: str | CatalogStore) -> list[TokenInfo]:
         with engine.connect() as conn:
             rows = conn.execute(select(_tokens).order_by(_tokens.c.created_at, _tokens.c.id)).all()
     return [TokenInfo(r.id, r.kind, r.name, bool(r.admin), _stored_key(r.provider_key),
-                      _utc(r.created_at), _utc(r.expires_at), _utc(r.revoked_at))  # type: ignore[arg-type]
+                      _utc(r.created_at), _utc(r.expires_at), _utc(r.revoked_at))
             for r in rows]
 
 
@@ -501,7 +501,7 @@ def _digest(token: str) -> str:
 
 
 def _now(now: datetime | None) -> datetime:
-    return datetime.now(timezone.utc) if now is None else _utc(now)  # type: ignore[return-value]
+    return datetime.now(timezone.utc) if now is None else _utc(now)
 
 
 __all__ = ["MAX_LIFETIME", "PREFIX", "Principal", "ProviderKey", "TokenError", "TokenInfo", "authenticate",

@@ -302,12 +302,12 @@ def query_level(catalog: Catalog, user: str, requested: str | Level | None) -> L
         return None
     clearance = catalog.clearance(user)
     if requested is None:
-        return clearance  # type: ignore[return-value]
+        return clearance
     try:
         level = requested if isinstance(requested, Level) else lattice.parse(requested)
     except LevelError as exc:
         raise AuthorizationError(str(exc)) from None
-    if not level <= clearance:  # type: ignore[operator]
+    if not level <= clearance:
         raise AuthorizationError(f"{user} is cleared for {clearance}, which does not dominate {level}: "
                                  "a query cannot run above its user's clearance")
     return level

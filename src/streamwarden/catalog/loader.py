@@ -23,7 +23,7 @@ import math
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -127,7 +127,8 @@ class _BoundedComposer(yaml.SafeLoader):
         self.depth = 0
         self.aliases: dict[tuple[int, object], yaml.Mark] = {}
 
-    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+    # index: PyYAML passes a list index, or a mapping value's key node (its stubs say int only).
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         mark = self.peek_event().start_mark
         if self.check_event(yaml.AliasEvent):
             node = super().compose_node(parent, index)
@@ -268,6 +269,7 @@ class _Loader:
             return result
         if isinstance(node, yaml.SequenceNode):
             return [self.to_python(item, path + (i,)) for i, item in enumerate(node.value)]
+        assert isinstance(node, yaml.ScalarNode)  # YAML's third and last kind of node
         self.styles[path] = node.style
         return self.scalar(node)
 
@@ -292,7 +294,7 @@ class _Loader:
             raise CatalogError(f"cannot read the value {node.value[:40]!r} ({problem})", self.source,
                                Span(start, max(node.end_mark.index, start + 1))) from None
 
-    def fail(self, path: Path_, message: str, *, key: bool = False) -> None:
+    def fail(self, path: Path_, message: str, *, key: bool = False) -> NoReturn:
         marks = self.key_marks if key else self.marks
         while path and path not in marks:
             path = path[:-1]
@@ -378,7 +380,8 @@ class _Loader:
             schema = []
             for attr, dtype in schema_raw.items():
                 if str(dtype) not in TYPES:
-                    self.fail(path + ("schema", attr), f"unknown type {dtype!r} for {name}.{attr} (use {', '.join(TYPES)})")
+                    self.fail(path + ("schema", attr),
+                              f"unknown type {dtype!r} for {name}.{attr} (use {', '.join(TYPES)})")
                 schema.append((str(attr), str(dtype)))
             if dict(schema).get("ts") != "timestamp":
                 self.fail(path + ("schema",), f"stream {name} needs an event-time attribute 'ts: timestamp'")
@@ -393,7 +396,8 @@ class _Loader:
                 self.fail(path + ("schema", "level"), f"stream {name} cannot declare 'level': with a lattice, every "
                           "tuple's level is a system attribute the stream shepherd sets")
             if "level" in options:
-                options["level"] = self.level_source(options["level"], dict(schema), lattice, path + ("level",), str(name))
+                options["level"] = self.level_source(options["level"], dict(schema), lattice, path + ("level",),
+                                                     str(name))
             streams[str(name)] = StreamDef(str(name), tuple(schema), key, MappingProxyType(options))
         return streams
 
@@ -486,7 +490,7 @@ class _Loader:
                 if lattice is None:
                     self.fail(path + ("clearance",), f"user {name} has a clearance but the catalog declares no lattice")
                 try:
-                    clearance = lattice.parse(level_text(spec["clearance"]))  # type: ignore[union-attr]
+                    clearance = lattice.parse(level_text(spec["clearance"]))
                 except LevelError as exc:
                     self.fail(path + ("clearance",), str(exc))
             user_roles = self.names(spec.get("roles", []), path + ("roles",), "roles")
@@ -639,7 +643,8 @@ class _Loader:
             granted.append(f"{stream}.{bare}")
         return tuple(dict.fromkeys(granted))  # once each, in the order written
 
-    def time_constraint(self, pid: str, raw: Any, path: Path_, actions: dict[str, Action]) -> tuple[TimeBound, TimeBound] | None:
+    def time_constraint(self, pid: str, raw: Any, path: Path_,
+                        actions: dict[str, Action]) -> tuple[TimeBound, TimeBound] | None:
         if raw is None:
             return None
         if not isinstance(raw, list) or len(raw) != 2:

@@ -11,10 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping, cast
 
-from streamwarden.errors import SourceText
+from streamwarden.errors import SourceText, StreamwardenError
 from streamwarden.plan.expr import Expr
+
+if TYPE_CHECKING:  # for annotations only: the SPs' module imports this one (through the language)
+    from streamwarden.catalog.lattice import Lattice, Level, LevelSource
+    from streamwarden.catalog.punctuations import SecurityPunctuation
 
 TYPES = ("timestamp", "int", "long", "double", "string", "boolean")
 PRIVILEGES = ("read", "min", "max", "count", "avg", "sum")
@@ -49,19 +53,19 @@ class StreamDef:
         return None if value is None else str(value)
 
     @property
-    def server_policies(self) -> tuple[object, ...]:
+    def server_policies(self) -> tuple[SecurityPunctuation, ...]:
         """The server's SPs for this stream (parsed by the loader)."""
-        return tuple(self.options.get("server_policies", ()))  # type: ignore[arg-type]
+        return tuple(cast("tuple[SecurityPunctuation, ...]", self.options.get("server_policies", ())))
 
     @property
     def combine(self) -> str:
         return str(self.options.get("combine", "intersect"))
 
     @property
-    def level_source(self) -> object | None:
+    def level_source(self) -> LevelSource | None:
         """Where its tuples' security levels come from (a parsed
         :class:`streamwarden.catalog.lattice.LevelSource`), None when undeclared."""
-        return self.options.get("level")
+        return cast("LevelSource | None", self.options.get("level"))
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ class User:
     name: str
     roles: tuple[str, ...]
     profile: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}), compare=False)
-    clearance: object = None  # a streamwarden.catalog.lattice.Level; None: public (the lattice's bottom)
+    clearance: Level | None = None  # None: public (the lattice's bottom)
 
 
 @dataclass(frozen=True)
@@ -154,12 +158,16 @@ class Catalog:
     policies: tuple[Policy, ...]
     name: str = "<catalog>"
     text: str = field(default="", compare=False, repr=False)
-    lattice: object = None  # a streamwarden.catalog.lattice.Lattice: security levels are in force
+    lattice: Lattice | None = None  # security levels are in force
 
-    def clearance(self, user: str) -> object:
+    def clearance(self, user: str) -> Level:
         """The user's clearance (the lattice's bottom, public, when the catalog gives none)."""
         declared = self.users[user].clearance
-        return declared if declared is not None else self.lattice.bottom  # type: ignore[attr-defined]
+        if declared is not None:
+            return declared
+        if self.lattice is None:
+            raise StreamwardenError("a clearance needs security levels: the catalog declares no lattice")
+        return self.lattice.bottom
 
     def effective_roles(self, user: str) -> frozenset[str]:
         """The user's roles plus every role they inherit, transitively (RBAC seniority)."""

@@ -248,7 +248,9 @@ def checked_sp_record(record: Mapping[str, object], where: str, provider_attribu
             raise fail("seq must be a non-negative 64-bit integer")
         canonical["seq"] = seq
     ts = parse_timestamp(str(ts_text))
-    punctuation = SecurityPunctuation(*patterns, positive, flags["immutable"], flags["grant"], ts, sn, provider)
+    streams, tuples, attributes, roles = patterns
+    punctuation = SecurityPunctuation(streams, tuples, attributes, roles, positive, flags["immutable"], flags["grant"],
+                                      ts, sn, provider)
     return punctuation, canonical
 
 

@@ -42,7 +42,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -204,7 +204,7 @@ def load_queries_text(text: str, catalog: Catalog, name: str = "<queries>") -> t
             raise fail(item, f"a query is {{id, users, query[, level]}}"
                              f"{'; unknown key ' + repr(unknown[0]) if unknown else ''}")
         qid = _scalar(fields.get("id"))
-        check_name("query id", qid, taken=[q.id for q in queries], fail=lambda m: fail(fields.get("id", item), m))
+        check_name("query id", qid, taken=[q.id for q in queries], fail=partial(fail, fields.get("id", item)))
         if not qid or not _ID.fullmatch(qid):
             raise fail(fields.get("id", item), f"query id {qid!r} must be letters, digits, '_', '.' or '-'")
         if any(q.id == qid for q in queries):
@@ -229,7 +229,7 @@ def load_queries_text(text: str, catalog: Catalog, name: str = "<queries>") -> t
             raise fail(fields["query"], f"query {qid}: {str(exc).splitlines()[0]}") from None
         level = _scalar(fields.get("level")) if "level" in fields else None
         if level is not None:
-            _check_level(catalog, qid, level, users, lambda m: fail(fields["level"], m))
+            _check_level(catalog, qid, level, users, partial(fail, fields["level"]))
         queries.append(RegisteredQuery(qid, users, query, level))
     return tuple(queries)
 
@@ -397,6 +397,6 @@ def grant_intervals(changes: Sequence[AccessChange], query: str, user: str, *,
     return periods
 
 
-__all__ = ["own_id", "parse_own_id", "ALL_TIME", "QUERY", "STREAM", "AccessChange", "ChangeLog", "Period", "RegisteredQuery", "access_periods",
-           "grant_intervals", "grant_openings", "query_streams", "load_access", "load_queries", "load_queries_text",
-           "parse_access"]
+__all__ = ["own_id", "parse_own_id", "ALL_TIME", "QUERY", "STREAM", "AccessChange", "ChangeLog", "Period",
+           "RegisteredQuery", "access_periods", "grant_intervals", "grant_openings", "query_streams", "load_access",
+           "load_queries", "load_queries_text", "parse_access"]

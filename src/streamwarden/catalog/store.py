@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import overload
 
 from sqlalchemy import (Column, DateTime, Float, MetaData, String, Table, Text, TypeDecorator, create_engine, delete,
                         insert, inspect, select, text, update)
@@ -262,7 +263,8 @@ class CatalogStore:
                 conn.execute(delete(_actions).where(_actions.c.name.in_(dropped)))
             if reset_actions:
                 conn.execute(delete(_actions))
-            conn.execute(insert(_sources).values(name=catalog.name, text=catalog.text, loaded_at=datetime.now(timezone.utc)))
+            conn.execute(insert(_sources).values(name=catalog.name, text=catalog.text,
+                                                 loaded_at=datetime.now(timezone.utc)))
             for p in catalog.policies:
                 conn.execute(insert(_policies).values(
                     id=p.id, subject=p.subject, streams=json.dumps(p.streams),
@@ -287,7 +289,8 @@ class CatalogStore:
         if row is None:
             from streamwarden.errors import CatalogError
 
-            raise CatalogError(f"the store {self.url} holds no catalog: load one with 'streamwarden check FILE --store URL'")
+            raise CatalogError(f"the store {self.url} holds no catalog: "
+                               "load one with 'streamwarden check FILE --store URL'")
         catalog = _parsed(row.text, row.name)
         return Catalog(catalog.streams, catalog.roles, catalog.users, self.actions(), catalog.policies,
                        catalog.name, catalog.text, catalog.lattice)
@@ -316,7 +319,7 @@ class CatalogStore:
             users = frozenset(_parsed(row.text, "catalog").users) if row is not None else frozenset()
             known = {r.user: (r.incarnation, _utc(r.since)) for r in conn.execute(select(_identities))}
         if users <= set(known):
-            return {user: known[user] for user in users}  # type: ignore[misc]
+            return {user: known[user] for user in users}
         with self.engine.begin() as conn:
             _sync_identities(conn, users, drop=False)
             return {r.user: (r.incarnation, _utc(r.since)) for r in conn.execute(select(_identities))
@@ -375,6 +378,12 @@ def _sync_identities(conn: Connection, names: frozenset[str], *, drop: bool, tab
     return {name: known[name] for name in names}
 
 
+@overload
+def _utc(value: datetime) -> datetime: ...
+@overload
+def _utc(value: None) -> None: ...
+@overload
+def _utc(value: datetime | None) -> datetime | None: ...
 def _utc(value: datetime | None) -> datetime | None:
     # SQLite returns naive datetimes; everything streamwarden stores is UTC.
     if value is None:

@@ -29,7 +29,7 @@ import traceback
 import warnings
 from pathlib import Path
 from contextlib import contextmanager, nullcontext
-from typing import Any, Callable, ContextManager, Iterator, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Literal, Sequence
 
 from streamwarden.catalog.store import STORE_HELP
 from streamwarden.errors import SourceError, StreamwardenError
@@ -295,7 +295,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--output-dir", required=True, metavar="DIR",
                        help="each user's rows, DIR/<user>/<query>/ (served to them only)")
     store_arg(serve, "the catalog, tokens, registered queries, grants and the audit trail")
-    serve.add_argument("--host", default="127.0.0.1", metavar="HOST", help="the address to listen on (default 127.0.0.1)")
+    serve.add_argument("--host", default="127.0.0.1", metavar="HOST",
+                       help="the address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", default=8470, type=_port, metavar="PORT",
                        help="the port (default 8470; 0: any free port, printed)")
     serve.add_argument("--tls-cert", default=None, metavar="FILE", help="serve HTTPS with this certificate (PEM)")
@@ -893,6 +894,7 @@ def _token(args: argparse.Namespace) -> int:
         token = identity.create_token(store, args.user, admin=args.admin, expires=expires,
                                       provider_stream=args.provider, provider_key=args.key)
         token_id = identity.token_id(token)
+        assert token_id is not None  # a token just made is well formed
         change.detail.update(token_id=token_id, admin=args.admin, expires=args.expires)
         change.undo = lambda: identity.revoke_token(store, token_id)  # a token made unaudited must not work
     what = [f"id {token_id}"] + (["admin"] if args.admin else []) + [f"expires in {args.expires}" if expires
@@ -919,7 +921,7 @@ class _Audited:
     def __enter__(self) -> "_Audited":
         return self
 
-    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         from streamwarden.catalog.audit import append
 
         if exc is not None and not isinstance(exc, StreamwardenError):

@@ -305,11 +305,11 @@ def _chains(classes: Mapping[str, Sequence[str]], codes: list[str], services: in
     members = [np.array([codes.index(c) for c in companies]) for companies in classes.values()]
     paper = _paper_chain(codes, classes)
     chains = np.full((services, _MAX_CHAIN), -1, dtype=np.int64)
-    pinned = paper is not None and services >= int(_PAPER_SERVICE)
-    seen: set[tuple[int, ...]] = {paper} if pinned else set()  # type: ignore[arg-type]
+    pinned = paper if services >= int(_PAPER_SERVICE) else None
+    seen: set[tuple[int, ...]] = {pinned} if pinned is not None else set()
     for s in range(services):
-        if pinned and str(s + 1) == _PAPER_SERVICE:
-            chain = paper  # type: ignore[assignment]
+        if pinned is not None and str(s + 1) == _PAPER_SERVICE:
+            chain = pinned
         else:
             drawn = [_draw_chain(rng, members) for _ in range(20)]
             left_out = set(range(len(codes))) - {c for ch in seen for c in ch}

@@ -49,7 +49,7 @@ from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, overload
 
 import numpy as np
 import pyarrow as pa
@@ -136,6 +136,10 @@ def _rng(seed: int, key: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(key,)))
 
 
+@overload
+def market_of(person: int) -> str: ...
+@overload
+def market_of(person: np.ndarray) -> np.ndarray: ...
 def market_of(person: int | np.ndarray) -> str | np.ndarray:
     """The marketplace a person registered with: a fixed hash of ``id // 2``, about half each.
 
@@ -496,7 +500,7 @@ def generate_nexmark(out_dir: str | Path, *, events: int, fmt: Format = "parquet
         path = folder / f"part-00000.{fmt}"
         writer = partial(pq.write_table, table, row_group_size=ROW_GROUP) if fmt == "parquet" else \
             partial(_write_jsonl, table)
-        _write_atomically(path, lambda tmp, write=writer: write(tmp))
+        _write_atomically(path, writer)
         paths[name], rows[name] = path, table.num_rows
     if punctuated:
         records = punctuated_bids(tables["Bid"], seed=seed)

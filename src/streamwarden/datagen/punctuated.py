@@ -51,7 +51,9 @@ import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -280,14 +282,14 @@ def health_records(*, patients: int = 12, minutes: float = 30, interval_s: float
             for index, stream in enumerate(HEALTH_SCHEMAS)}
 
 
-def write_health(out_dir: str | Path, **kwargs: object) -> dict[str, Path]:
+def write_health(out_dir: str | Path, **kwargs: Any) -> dict[str, Path]:
     """Write :func:`health_records` as ``out_dir/<Stream>/part-00000.jsonl``; stream → folder.
 
     Other ``part-*.jsonl`` files in those folders are removed: a folder is read whole,
     so a stale part from an earlier run would mix into this one.
     """
     folders = {}
-    for stream, records in health_records(**kwargs).items():  # type: ignore[arg-type]
+    for stream, records in health_records(**kwargs).items():
         folder = Path(out_dir) / stream
         if folder.is_dir():
             for stale in folder.glob("part-*.jsonl"):
@@ -512,10 +514,9 @@ def join_pair(*, tuples: int, sp_ratio: int, roles: int, similarity: float, sele
     if not 0 <= similarity <= 1:
         raise ValueError(f"similarity must be in [0, 1], got {similarity}")
     weights = selective_destinations(selectivity)
-    common = dict(tuples=tuples, sp_ratio=sp_ratio, roles=roles, accessible=accessible, seed=seed, start=start,
-                  objects=objects, destination_weights=weights)
-    return (_objects(stream="A", policy_similarity=None, **common),  # type: ignore[arg-type]
-            _objects(stream="B", policy_similarity=similarity, **common))  # type: ignore[arg-type]
+    stream_of = partial(_objects, tuples=tuples, sp_ratio=sp_ratio, roles=roles, accessible=accessible, seed=seed,
+                        start=start, objects=objects, destination_weights=weights)
+    return stream_of(stream="A", policy_similarity=None), stream_of(stream="B", policy_similarity=similarity)
 
 
 def _check_objects(tuples: int, sp_ratio: int, roles: int, accessible: float, objects: int,

@@ -77,7 +77,7 @@ def run_demo(workdir: Path, *, soldiers: int = 40, minutes: float = 20.0) -> int
         started = time.monotonic()
         seen = 0
         while stream.isActive:
-            stream.awaitTermination(0.5)
+            stream.awaitTermination(0.5)  # type: ignore[arg-type]  # it takes float seconds
             progress = stream.recentProgress
             for p in progress[seen:]:
                 console.print(f"  micro-batch {p['batchId']}: {p['numInputRows']} input rows, "

@@ -42,8 +42,9 @@ QUERIES = [
                                      'AND serviceId = "5"', level="[1, B]")),
     ("cloud", LevelQuery("Q6", "cm", "SELECT R.ts - S.ts AS delay FROM MessageLog AS R [RANGE 10 seconds], "
                                      "MessageLog AS S [RANGE 10 seconds] WHERE S.msgType = \"send\" AND "
-                                     "R.msgType = \"receive\" AND R.receiver = \"Company1\" AND R.sender = \"CompanyB\" "
-                                     "AND S.receiver = \"CompanyB\" AND S.sender = \"Company1\" AND "
+                                     "R.msgType = \"receive\" AND R.receiver = \"Company1\" "
+                                     "AND R.sender = \"CompanyB\" AND S.receiver = \"CompanyB\" "
+                                     "AND S.sender = \"Company1\" AND "
                                      "S.serviceId = R.serviceId AND R.ts >= S.ts", level="[1, B]")),
     ("cloud", LevelQuery("Q7", "cm", 'SELECT serviceId, MIN(ts), MAX(ts) FROM MessageLog [ROWS 100] '
                                      'WHERE outcome = "success" GROUP BY serviceId')),

@@ -13,6 +13,7 @@ import shutil
 import time
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -26,6 +27,9 @@ from streamwarden.engine.session import get_spark
 from streamwarden.engine.sinks import read_sink, start_stream
 from streamwarden.explain import shields_of
 from streamwarden.security.passes import secure
+
+if TYPE_CHECKING:  # the engine holds the session; the demo only passes it on
+    from pyspark.sql import SparkSession
 
 QUERIES = [
     ("carol", "cardiologist", "SELECT ts, Patient_id, Beats_per_min FROM HeartRate"),
@@ -56,28 +60,29 @@ def run_health_demo(workdir: Path, console: Console, *, patients: int = 8, minut
     inputs = {stream: str(data / stream) for stream in records}
     step(console, f"starting {len(QUERIES)} continuous queries, each through the Security Shield")
     streams = {}
-    for user, role, query in QUERIES:
+    for user, _role, query in QUERIES:
         rewriting = secure(catalog, user, query)
         for shield in shields_of(rewriting):
             console.print(f"  {user}: shield {shield.id} on {shield.relation} [{shield.placement}] — {shield.reason}")
         used = {s: inputs[s] for s in inputs if s in query}
         job = build_job(spark, catalog, rewriting, used, streaming=True, store_url=store.url)
-        streams[user] = (rewriting, used, start_stream(job, str(workdir / "out" / user), workdir / "checkpoints" / user))
+        streams[user] = (rewriting, used,
+                         start_stream(job, str(workdir / "out" / user), workdir / "checkpoints" / user))
     for part in range(BATCHES):
-        for stream in records:
-            shutil.copy(staging / stream / f"part-{part:05d}.jsonl", data / stream)
+        for name in records:
+            shutil.copy(staging / name / f"part-{part:05d}.jsonl", data / name)
         step(console, f"  file {part + 1}/{BATCHES} of every stream arrived; the queries process it")
         started = time.monotonic()
-        for _, _, stream in streams.values():
-            stream.processAllAvailable()
+        for _, _, running in streams.values():
+            running.processAllAvailable()
         console.print(f"  file {part + 1}/{BATCHES} of every stream processed by {len(streams)} continuous queries "
                       f"in {time.monotonic() - started:.1f} s")
     step(console, "comparing with the same queries without access control")
     table = Table(title="What each user received from the patients' own policies")
     for column in ("user", "role", "rows delivered", "attributes hidden", "rows withheld"):
         table.add_column(column, justify="left" if column in ("user", "role") else "right")
-    for (user, role, query), (rewriting, used, stream) in zip(QUERIES, streams.values()):
-        stream.stop()
+    for (user, role, _query), (rewriting, used, running) in zip(QUERIES, streams.values()):
+        running.stop()
         sink = workdir / "out" / user
         rows = read_sink(spark, sink) if any(sink.glob("*.json")) else []
         hidden = sum(1 for r in rows for k, v in r.items() if v is None and not k.startswith("_"))
@@ -87,7 +92,7 @@ def run_health_demo(workdir: Path, console: Console, *, patients: int = 8, minut
     _policy_change(console, records["HeartRate"], workdir / "out" / "carol", spark)
 
 
-def _policy_change(console: Console, heart: list[dict], sink: Path, spark) -> None:  # type: ignore[no-untyped-def]
+def _policy_change(console: Console, heart: list[dict], sink: Path, spark: SparkSession) -> None:
     """One patient's HeartRate policies over time, and what carol received under each."""
     delivered = {(r["Patient_id"], r["ts"]) for r in read_sink(spark, sink)} if any(sink.glob("*.json")) else set()
     patient = heart[0]["Patient_id"]

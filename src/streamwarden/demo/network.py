@@ -69,11 +69,13 @@ def readings(minutes: int, seed: int = 3) -> dict[str, list[dict]]:
         for device in range(4):
             where = rng.choice(places)
             text = ts.strftime("%Y-%m-%dT%H:%M:%SZ")
-            out["Stream1"].append({"ts": text, "streamid": device, "location": where, "heartRate": rng.randint(55, 140)})
+            out["Stream1"].append({"ts": text, "streamid": device, "location": where,
+                                   "heartRate": rng.randint(55, 140)})
             out["Stream2"].append({"ts": text, "streamid": device, "location": rng.choice(places),
                                    "speed": round(rng.uniform(0, 60), 1)})
             out["Stream3"].append({"ts": text, "streamid": device, "location": rng.choice(places),
-                                   "screentime": round(rng.uniform(0, 9), 1), "category": rng.choice(["social", "work"])})
+                                   "screentime": round(rng.uniform(0, 9), 1),
+                                   "category": rng.choice(["social", "work"])})
         for patient, (hospital, _) in PATIENTS.items():
             out["Vitals"].append({"ts": text, "patient": patient, "hospital": hospital,
                                   "pulse": rng.randint(60, 140), "sp_ts": START.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -110,7 +112,10 @@ def run_network_demo(workdir: Path, console: Console) -> None:
     runtime.start()
     for pipeline in runtime.plan.pipelines:
         console.print(f"  pipeline {pipeline.name}: {pipeline.query.id} for {', '.join(pipeline.users)}")
-    per_file = lambda name: len(data[name]) // FILES  # noqa: E731
+
+    def per_file(name: str) -> int:
+        return len(data[name]) // FILES
+
     received: list[dict[tuple[str, str], int]] = []  # rows per (user, query) while each file was processed
     try:
         for part in range(FILES):
@@ -123,7 +128,8 @@ def run_network_demo(workdir: Path, console: Console) -> None:
                 CatalogStore(store).save(load_catalog_text(catalog.text + NEW_POLICIES, "network.yaml (new)"))
                 runtime.poll()
                 console.print(f"  {stamp:%H:%M} new catalog: the hospitals add role policies on Vitals (nurses lose "
-                              f"pulse); restarted with a fresh state: {', '.join(sorted(set(runtime.running) - previous))}"
+                              "pulse); restarted with a fresh state: "
+                              f"{', '.join(sorted(set(runtime.running) - previous))}"
                               f"; untouched: {', '.join(sorted(set(runtime.running) & previous))}")
             runtime.poll()  # applies at the next micro-batch; a pipeline nobody can receive stops
             before = _delivered(runtime)

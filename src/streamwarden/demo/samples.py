@@ -41,7 +41,7 @@ NETWORK_QUERIES = """\
 # QUERIES.yaml
 queries:
   - {id: q1, users: [ann, bob], query: "SELECT s1.streamid, s1.heartRate FROM Stream1 AS s1 [RANGE 5 min SLIDE 1 min], Stream2 AS s2 [RANGE 5 min SLIDE 1 min] WHERE s1.location = s2.location AND s2.speed < 30"}
-"""
+"""  # noqa: E501  # README's QUERIES.yaml, line for line
 #: ... and the access changes of a replay: ann from the start until 10:15, bob from 10:10.
 ACCESS = [
     {"ts": "2026-03-01T10:00:00Z", "query": "q1", "user": "ann", "sign": "+"},

@@ -19,6 +19,7 @@ from typing import Iterator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
 
 from streamwarden.engine.columns import action_column
 
@@ -28,7 +29,8 @@ SOURCE_NAME = "streamwarden_actions"
 
 def action_schema(names: list[str]) -> str:
     return ", ".join(
-        f"{action_column(n, 'start')} timestamp, {action_column(n, 'end')} timestamp, {action_column(n, 'target')} double"
+        f"{action_column(n, 'start')} timestamp, {action_column(n, 'end')} timestamp, "
+        f"{action_column(n, 'target')} double"
         for n in names
     )
 
@@ -58,7 +60,7 @@ class ActionsDataSource(DataSource):
     def _names(self) -> list[str]:
         return [n for n in self.options.get("names", "").split(",") if n]
 
-    def reader(self, schema) -> DataSourceReader:  # type: ignore[no-untyped-def]
+    def reader(self, schema: StructType) -> DataSourceReader:
         return _ActionsReader(self.options.get("store", ""), self._names())
 
 

@@ -27,6 +27,7 @@ from typing import Callable
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import functions as F
 
+from streamwarden.catalog.lattice import Level
 from streamwarden.engine.levels.columns import level_literal
 from streamwarden.errors import UnsupportedError
 from streamwarden.plan import expr as E
@@ -66,7 +67,10 @@ def param_column(index: int) -> str:
 
 def compile_expr(expr: E.Expr, resolve: Resolver = physical_column) -> SparkColumn:
     """A Spark Column computing ``expr``; ``resolve`` maps plan columns to DataFrame columns."""
-    c = lambda e: compile_expr(e, resolve)  # noqa: E731
+
+    def c(e: E.Expr) -> SparkColumn:
+        return compile_expr(e, resolve)
+
     if isinstance(expr, E.Column):
         return resolve(expr)
     if isinstance(expr, E.Literal):
@@ -128,7 +132,9 @@ def literal(lit: E.Literal) -> SparkColumn:
         return F.lit(None)
     spark_type = SPARK_TYPES.get(lit.dtype)
     if lit.dtype == "time_of_day":
-        return F.lit(int(lit.value))  # type: ignore[call-overload]
-    if lit.dtype == "level":  # a streamwarden.catalog.lattice.Level: compared as its bits (one bigint)
-        return level_literal(lit.value)  # type: ignore[arg-type]
+        assert isinstance(lit.value, int)  # seconds since midnight
+        return F.lit(lit.value)
+    if lit.dtype == "level":  # compared as its bits (one bigint)
+        assert isinstance(lit.value, Level)
+        return level_literal(lit.value)
     return F.lit(lit.value).cast(spark_type) if spark_type else F.lit(lit.value)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
@@ -163,14 +163,15 @@ class _RowsWindows:
         qualifies = F.lit(True)
         for p in predicates:
             qualifies = qualifies & F.coalesce(compile_expr(p), F.lit(False))
-        relation = node.event_time.relation  # type: ignore[attr-defined]
+        assert isinstance(node.event_time, E.Column) and node.window is not None  # a [ROWS n] window over a stream
+        relation = node.event_time.relation
         arrival = physical_name(relation, ARRIVAL)
         args = [None if a.arg is None else (F.unix_micros(compile_expr(a.arg)) if a.arg.dtype == "timestamp"
                                             else compile_expr(a.arg)) for a in node.aggregates]
         groups = [(name, compile_expr(g)) for name, g in node.group_by]
         lattice = self.inputs.lattice
         level = self.row_level(base, frame) if lattice is not None else None
-        spec = rows.RowsSpec(node.window.rows or 1, tuple(f"__agg{i}" for i in range(len(node.aggregates))),  # type: ignore[union-attr]
+        spec = rows.RowsSpec(node.window.rows or 1, tuple(f"__agg{i}" for i in range(len(node.aggregates))),
                              tuple(a.func for a in node.aggregates), tuple(name for name, _ in groups),
                              levels=level is not None, policies=POLICIES in frame.columns,
                              policy_ids=policy_ids(base))
@@ -223,7 +224,8 @@ class _Compiler(_RowsWindows):
         self.ranked = ranked or {}  # see rank_points
         self.memo: dict[int, DataFrame] = {}
         self.built: list[tuple[Node, DataFrame]] = []  # every operator compiled, children first
-        self.handlers: dict[type, Callable[[Node], DataFrame]] = {
+        # By exact node type, so each handler gets its own node type (hence Any).
+        self.handlers: dict[type[Node], Callable[[Any], DataFrame]] = {
             Source: self.source, Filter: self.filter, SecureView: self.secure_view,
             Project: self.project, Join: self.join, Aggregate: self.aggregate, Shield: self.shield,
             LevelGuard: self.level_guard,
@@ -248,16 +250,16 @@ class _Compiler(_RowsWindows):
         return frame.withColumn(physical_name(relation, RANK), F.row_number().over(SparkWindow.orderBy(*order)))
 
     # -- one function per operator ----------------------------------------------------------
-    def source(self, node: Source) -> DataFrame:  # type: ignore[override]
+    def source(self, node: Source) -> DataFrame:
         frame = self.inputs.frames[node.relation]
         if self.needs_actions and self.inputs.actions is not None:
             frame = frame.crossJoin(self.inputs.actions)
         return frame
 
-    def filter(self, node: Filter) -> DataFrame:  # type: ignore[override]
+    def filter(self, node: Filter) -> DataFrame:
         return self.compile(node.child).filter(compile_expr(node.predicate))
 
-    def secure_view(self, node: SecureView) -> DataFrame:  # type: ignore[override]
+    def secure_view(self, node: SecureView) -> DataFrame:
         frame = self.compile(node.child)
         conditions = [f"__view{i}" for i in range(len(node.views))]
         # Evaluate each policy condition once; NULL (unknown) counts as not holding.
@@ -294,7 +296,7 @@ class _Compiler(_RowsWindows):
                   or c.endswith(f"__{ARRIVAL}") or c.endswith(f"__{RANK}")]
         return frame.select(*masked, *extras, holding.alias(POLICIES))
 
-    def shield(self, node: Shield) -> DataFrame:  # type: ignore[override]
+    def shield(self, node: Shield) -> DataFrame:
         """Mask one relation's attributes by the provider's decision on each tuple (``R___gov``)."""
         frame = self.compile(node.child)
         source = next(s for s in sources(node) if s.relation == node.relation)
@@ -305,7 +307,7 @@ class _Compiler(_RowsWindows):
         decision = F.col(gov)
         provider = F.coalesce(decision["grant" if node.grant_only else "mask"], F.lit(0).cast("bigint"))
         immutable = F.coalesce(decision["immutable"], F.lit(False))
-        server = (server_mask(node.server, node.stream, attributes, node.roles, key, key_dtype)  # type: ignore[arg-type]
+        server = (server_mask(node.server, node.stream, attributes, node.roles, key, key_dtype)
                   if node.server else None)
         governed = decision.isNotNull()
         frame = frame.withColumn("__mask", combined_mask(provider, immutable, server, node.combine, governed))
@@ -320,11 +322,11 @@ class _Compiler(_RowsWindows):
             frame = frame.filter(compile_expr(predicate))
         return frame
 
-    def level_guard(self, node: LevelGuard) -> DataFrame:  # type: ignore[override]
+    def level_guard(self, node: LevelGuard) -> DataFrame:
         """The shepherd ran while reading (before the watermark); the filter is re-stated here,
         so a plan compiled over unguarded inputs still never lets an invisible tuple through."""
         frame = self.compile(node.child)
-        return frame.filter(visible_at(F.col(physical_name(node.relation, "level")), node.level))  # type: ignore[arg-type]
+        return frame.filter(visible_at(F.col(physical_name(node.relation, "level")), node.level))
 
     def row_level(self, node: Node, frame: DataFrame) -> SparkColumn:
         """The LUB of the levels of the tuples a row of ``node`` came from."""
@@ -334,7 +336,7 @@ class _Compiler(_RowsWindows):
         levels = [F.col(physical_name(f.relation, f.name)) for f in node.fields if f.dtype == "level"]
         return lub(levels)
 
-    def project(self, node: Project) -> DataFrame:  # type: ignore[override]
+    def project(self, node: Project) -> DataFrame:
         frame = self.compile(node.child)
         keep = [F.col(POLICIES)] if POLICIES in frame.columns else []
         keep += [F.col(c) for c in frame.columns if c.startswith(CARRIED)]  # a shared template's member
@@ -346,7 +348,7 @@ class _Compiler(_RowsWindows):
             keep.append((F.greatest(*times) if len(times) > 1 else times[0]).alias(EVENT))
         return frame.select(*[compile_expr(e).alias(name) for name, e in node.items], *keep)
 
-    def join(self, node: Join) -> DataFrame:  # type: ignore[override]
+    def join(self, node: Join) -> DataFrame:
         left, right = self.compile(node.left), self.compile(node.right)
         right = right.drop(*[c for c in right.columns if c.startswith("__action__")])
         if POLICIES in right.columns:
@@ -401,10 +403,11 @@ class _Compiler(_RowsWindows):
         if self.inputs.streaming:
             raise UnsupportedError("joins over [ROWS n] windows run in replay only; use [RANGE] windows to join "
                                    "continuously")
+        assert a.window is not None and b.window is not None  # _counted above
         ra, rb = F.col(physical_name(a.relation, RANK)), F.col(physical_name(b.relation, RANK))
-        return (rb - ra < F.lit(a.window.rows)) & (ra - rb < F.lit(b.window.rows))  # type: ignore[union-attr]
+        return (rb - ra < F.lit(a.window.rows)) & (ra - rb < F.lit(b.window.rows))
 
-    def aggregate(self, node: Aggregate) -> DataFrame:  # type: ignore[override]
+    def aggregate(self, node: Aggregate) -> DataFrame:
         window = node.window
         if window is not None and window.kind == "rows":
             return self.rows_aggregate(node)

@@ -13,7 +13,7 @@ from datetime import datetime
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import unquote
 
 from pyspark.sql import Column as SparkColumn
@@ -47,6 +47,13 @@ def iso_timestamp(column: SparkColumn) -> SparkColumn:
     micros = F.pmod(F.unix_micros(column), F.lit(1_000_000))  # before 1970 too: date_format gives the floor second
     fraction = F.when(micros != 0, F.concat(F.lit("."), F.lpad(micros.cast("string"), 6, "0"))).otherwise(F.lit(""))
     return F.concat(F.date_format(column, "yyyy-MM-dd'T'HH:mm:ss"), fraction, F.lit("Z"))
+
+
+def single_value(frame: DataFrame) -> Any:
+    """The value of a one-row, one-column frame, such as a global aggregate's."""
+    row = frame.first()
+    assert row is not None, "a global aggregate has one row"
+    return row[0]
 
 
 def iso_timestamp_of(name: str) -> SparkColumn:
@@ -239,17 +246,17 @@ def build_job(
         return Job(rewriting, [], lattice)
     shields = {n.stream: n for g in graphs for n in walk(g.root) if isinstance(n, Shield)}
     lattice = catalog.lattice if rewriting.level is not None else None
-    level = (lattice, rewriting.level) if lattice is not None else None
+    level = (lattice, rewriting.level) if lattice is not None and rewriting.level is not None else None
     counts: dict[str, DataFrame] = {}
     frames = read_relations(spark, catalog, rewriting.plan, inputs, streaming=streaming, lateness=lateness,
                             max_files_per_trigger=max_files_per_trigger, shields=shields,
-                            level=level, shepherd_counts=counts, metrics_tag=metrics_tag, routed=routed,  # type: ignore[arg-type]
+                            level=level, shepherd_counts=counts, metrics_tag=metrics_tag, routed=routed,
                             on_broken=on_broken)
     names = sorted({a for g in graphs for a in action_names(g.root)})
     actions = actions_frame(spark, store_url, names, dict(catalog.actions)) if names else None
     context = Inputs(frames, actions, streaming, lattice, event_time)
     return Job(rewriting, [(graph, compile_graph(graph.root, context)) for graph in graphs],
-               lattice, counts)  # type: ignore[arg-type]
+               lattice, counts)
 
 
 def check_secured(catalog: Catalog, rewriting: Rewriting) -> None:
@@ -530,7 +537,7 @@ def earliest_result_time(job: Job) -> datetime | None:
         if not times:
             continue
         # Formatted by Spark in the session's UTC: collected datetimes would be in local time.
-        text = frame.agg(iso_timestamp(F.min(F.least(*times) if len(times) > 1 else times[0]))).first()[0]
+        text = single_value(frame.agg(iso_timestamp(F.min(F.least(*times) if len(times) > 1 else times[0]))))
         if text is not None:
             value = parse_timestamp(text)
             earliest = value if earliest is None else min(earliest, value)

@@ -38,7 +38,8 @@ JavaObject = Any  # a py4j proxy of a Catalyst plan node or expression
 Scope = Mapping[int, str]  # how a block's clauses name the input columns whose names clash (by expression id)
 
 
-def query_sql(result: DataFrame, steps: Sequence[tuple[str, DataFrame]], inputs: Sequence[tuple[str, DataFrame]]) -> str:
+def query_sql(result: DataFrame, steps: Sequence[tuple[str, DataFrame]],
+              inputs: Sequence[tuple[str, DataFrame]]) -> str:
     """``result`` as a ``WITH`` query: one common table expression per step, in the order
     given (each may read the inputs and earlier steps), ``result`` last.
 
@@ -180,7 +181,8 @@ class _Expressions:
                 name = f"{base}{k}"
             names[int(argument.exprId().id())] = name
             arguments.append(quote(name))
-        head = arguments[0] if len(arguments) == 1 else f"({', '.join(arguments)})"  # Spark's grammar: x -> or (x, y) ->
+        # Spark's grammar: x -> or (x, y) ->
+        head = arguments[0] if len(arguments) == 1 else f"({', '.join(arguments)})"
         return f"{head} -> {self.sql(function.function(), scope, names)}"
 
     def _text(self, text: str, typed_like: JavaObject) -> JavaObject:
@@ -458,7 +460,8 @@ class _Renderer:
         for item in items:
             if item.plain and item.id in computed:
                 result.append(computed[item.id])
-            elif item.column in computed:  # a computed column renamed: its expression, under the new name
+            elif item.column is not None and item.column in computed:  # a computed column renamed: its expression,
+                # under the new name
                 result.append(replace(computed[item.column], id=item.id, name=item.name, plain=False, column=None))
             elif item.refs & computed.keys():
                 return None
@@ -539,12 +542,12 @@ def _window_call(structs: list[JavaObject], output: Sequence[tuple[int, str]]
     are exactly Spark's expansion of it, one per overlapping window, else None."""
     if not structs or output[0][1] != "window":
         return None
-    parts = [_window_parts(struct) for struct in structs]
-    if any(p is None for p in parts):
+    parts = [p for p in map(_window_parts, structs) if p is not None]
+    if len(parts) != len(structs):
         return None
-    (column, size, slide, offset, _), *_ = parts  # type: ignore[misc]
-    starts = [p[4] for p in parts]  # type: ignore[index]
-    if ({p[:4] for p in parts} != {(column, size, slide, offset)}  # type: ignore[index]
+    (column, size, slide, offset, _), *_ = parts
+    starts = [p[4] for p in parts]
+    if ({p[:4] for p in parts} != {(column, size, slide, offset)}
             or starts != [k * slide for k in range(len(parts))] or len(parts) != math.ceil(size / slide)):
         return None
     ident, name = column

@@ -40,7 +40,7 @@ def check_mode(on_broken: str) -> OnBroken:
     """``on_broken`` if it names a mode, else a ValueError (a caller's mistake, not input)."""
     if on_broken not in MODES:
         raise ValueError(f"on_broken must be one of {', '.join(MODES)}, not {on_broken!r}")
-    return on_broken  # type: ignore[return-value]
+    return on_broken
 
 
 def metric_name(stream: str, tag: str = "") -> str:

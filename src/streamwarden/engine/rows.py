@@ -123,7 +123,8 @@ def replay_rows(frame: DataFrame, spec: RowsSpec) -> DataFrame:
         parts += [F.bool_or(F.col(flag(k))).alias(f"__p{k}") for k in range(len(spec.policy_ids))]
     grouped = held.groupBy(ARRIVING, *spec.groups).agg(*aggs, *parts)
     if spec.policies:
-        grouped = grouped.withColumn(POLICIES, policy_array(spec.policy_ids, [F.col(f"__p{k}") for k in range(len(spec.policy_ids))]))
+        policies = [F.col(f"__p{k}") for k in range(len(spec.policy_ids))]
+        grouped = grouped.withColumn(POLICIES, policy_array(spec.policy_ids, policies))
     result = grouped.join(arrivals, ARRIVING)  # arrivals past the last tuple do not exist
     extra = [F.col(name) for name, carried in (("_level", spec.levels), (POLICIES, spec.policies)) if carried]
     return result.select("ts", *spec.groups, *spec.names, *extra)

@@ -122,9 +122,10 @@ def check_master(master: str, where: str) -> str:
 
         >>> check_master("spark://head:7077", "--master")
         'spark://head:7077'
-        >>> check_master("local[two]", "--master")
+        >>> check_master("local[two]", "--master")  # doctest: +NORMALIZE_WHITESPACE
         Traceback (most recent call last):
-        streamwarden.errors.UsageError: --master 'local[two]' is not a Spark master URL: use local[N], local[*], local-cluster[n,c,m], spark://HOST:PORT, yarn or k8s://https://HOST:PORT
+        streamwarden.errors.UsageError: --master 'local[two]' is not a Spark master URL: use local[N], local[*],
+            local-cluster[n,c,m], spark://HOST:PORT, yarn or k8s://https://HOST:PORT
     """
     if not any(form.fullmatch(master) for form in (_LOCAL, _LOCAL_CLUSTER, _REMOTE)):
         raise UsageError(f"{where} {master!r} is not a Spark master URL: use {MASTERS}")
@@ -137,9 +138,10 @@ def parse_conf(entries: Iterable[str], where: str) -> dict[str, str]:
 
         >>> parse_conf(["spark.executor.memory=2g", "spark.executor.memory=4g"], "--conf")
         {'spark.executor.memory': '4g'}
-        >>> parse_conf(["spark.sql.session.timeZone=Europe/Paris"], "--conf")
+        >>> parse_conf(["spark.sql.session.timeZone=Europe/Paris"], "--conf")  # doctest: +NORMALIZE_WHITESPACE
         Traceback (most recent call last):
-        streamwarden.errors.UsageError: --conf spark.sql.session.timeZone=Europe/Paris is refused: streamwarden keeps it UTC (every timestamp streamwarden reads and writes means one instant)
+        streamwarden.errors.UsageError: --conf spark.sql.session.timeZone=Europe/Paris is refused: streamwarden keeps
+            it UTC (every timestamp streamwarden reads and writes means one instant)
     """
     conf: dict[str, str] = {}
     for entry in entries:
@@ -274,7 +276,7 @@ def launch_driver_jvm(master: str, app_name: str, conf: Mapping[str, str]) -> No
     SparkContext._ensure_initialized(gateway=launch_gateway(spark_conf, popen_kwargs=_DeafJvmPopen()))
 
 
-class _DeafJvmPopen(dict):  # type: ignore[type-arg]
+class _DeafJvmPopen(dict[str, object]):
     """``Popen`` keyword arguments whose ``preexec_fn``, whatever PySpark sets, also ignores SIGTERM."""
 
     def __setitem__(self, key: str, value: object) -> None:
@@ -335,7 +337,9 @@ def lower_priority(spark: SparkSession, niceness: int) -> int:
     workers) the scheduling ``niceness`` (0 to 19), so that a service in the same machine's
     process answers requests before micro-batches run. Linux only (nice is per thread
     there); returns how many threads were changed (0 elsewhere, or without permission)."""
-    pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+    from streamwarden.engine.jvm import jvm_view
+
+    pid = int(jvm_view(spark).java.lang.ProcessHandle.current().pid())
     changed = 0
     try:
         threads = os.listdir(f"/proc/{pid}/task")

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
+from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
@@ -51,7 +52,7 @@ def micros_in_range(time: Column) -> Column:
     return F.when((micros >= F.lit(FIRST_MICROSECOND)) & (micros <= F.lit(LAST_MICROSECOND)), micros)
 
 
-def time_out_of_range(stream: StreamDef, record: Column | None = None) -> Column | None:
+def time_out_of_range(stream: StreamDef, record: Column | None = None) -> Column:
     """A problem text when a timestamp attribute of ``stream`` (a column, or a field of the
     parsed ``record``) lies outside the years 1..9999."""
     problem = None
@@ -60,6 +61,7 @@ def time_out_of_range(stream: StreamDef, record: Column | None = None) -> Column
             micros = F.unix_micros(F.col(name) if record is None else record[name])
             bad = (micros < F.lit(FIRST_MICROSECOND)) | (micros > F.lit(LAST_MICROSECOND))
             problem = F.when(bad, F.lit(f"{name} is outside the years 1 to 9999")).otherwise(problem)
+    assert problem is not None, "every stream has its event time ts, a timestamp (the loader checks)"
     return problem
 
 
@@ -106,8 +108,9 @@ def read_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, stre
     return quarantined(frame, stream.name, streaming=streaming, tag=metrics_tag) if on_broken == "quarantine" else frame
 
 
-def _reader(spark: SparkSession, streaming: bool, glob: str | None, max_files: int | None):  # type: ignore[no-untyped-def]
-    reader = spark.readStream if streaming else spark.read
+def _reader(spark: SparkSession, streaming: bool, glob: str | None,
+            max_files: int | None) -> DataFrameReader | DataStreamReader:
+    reader: DataFrameReader | DataStreamReader = spark.readStream if streaming else spark.read
     if glob:
         reader = reader.option("pathGlobFilter", glob)
     if streaming and max_files:
@@ -152,20 +155,21 @@ def _parquet(spark: SparkSession, stream: StreamDef, path: str, streaming: bool,
     # are read as they are, so Spark prunes the ones the query does not use and pushes the
     # query's filters on them into the Parquet reader.
     # A Parquet file keeps its rows' order: the row's index in its file is its place in arrival order.
-    place = [arrival_place(F.lit(None), F.col(FILE_PATH), F.col("_metadata.row_index") + 1)] if arrival else []
+    arrivals = [arrival_place(F.lit(None), F.col(FILE_PATH), F.col("_metadata.row_index") + 1)] if arrival else []
     file_types = {f.name: f.dataType for f in frame.schema.fields}
     cast = [n for n, t in stream.schema if file_types.get(n) != _parse_datatype_string(SPARK_TYPES[t])]
     typed = frame.select(*[F.col(n).try_cast(SPARK_TYPES[t]).alias(n) if n in cast else F.col(n)
                            for n, t in stream.schema],
-                         *[F.col(n).isNotNull().alias(f"__had_{n}") for n in cast], *place)
-    problem: Column | None = time_out_of_range(stream)
+                         *[F.col(n).isNotNull().alias(f"__had_{n}") for n in cast], *arrivals)
+    problem = time_out_of_range(stream)
     for n, t in reversed(stream.schema):
         if n in cast:
-            problem = F.when(F.col(f"__had_{n}") & F.col(n).isNull(), F.lit(f"{n} does not fit a {t}")).otherwise(problem)
+            unfit = F.col(f"__had_{n}") & F.col(n).isNull()
+            problem = F.when(unfit, F.lit(f"{n} does not fit a {t}")).otherwise(problem)
     no_ts = F.col("ts").isNull() & ~F.col("__had_ts") if "ts" in cast else F.col("ts").isNull()
     problem = F.when(no_ts, F.lit("record has no ts")).otherwise(problem)
     place = place_of(F.col(FILE_PATH), None, F.col(FILE_PATH))
-    typed = checked(typed, problem, place, stream.name, on_broken)  # type: ignore[arg-type]
+    typed = checked(typed, problem, place, stream.name, on_broken)
     return typed.select(*[F.col(n) for n, _ in stream.schema], *([ARRIVAL] if arrival else []), *kept(on_broken))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from streamwarden.errors import SourceText, Span
+from streamwarden.language.insert_sp import InsertSp
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,9 @@ class Name(Expr):
 
 @dataclass(frozen=True)
 class Literal(Expr):
-    """A constant. ``kind`` is number, string, bool, null or time_of_day (seconds since midnight)."""
+    """A constant. ``kind`` is number, string, bool, null, time_of_day (seconds since midnight) or level."""
 
-    value: object
+    value: int | float | str | bool | None
     kind: str
 
 
@@ -129,6 +130,5 @@ class Query:
     where: Expr | None
     group_by: tuple[Expr, ...]
     source: SourceText = field(compare=False, repr=False)
-    # ON RESULT (INSERT SP ...): the policy the query publishes its results under (issue 3);
-    # streamwarden.language.insert_sp.InsertSp values.
-    on_result: tuple[object, ...] = ()
+    # ON RESULT (INSERT SP ...): the policy the query publishes its results under (issue 3).
+    on_result: tuple[InsertSp, ...] = ()

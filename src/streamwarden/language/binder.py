@@ -23,6 +23,7 @@ from streamwarden.catalog.model import Catalog, StreamDef
 from streamwarden.errors import BindError, SourceText, Span
 from streamwarden.language import ast
 from streamwarden.language.expressions import Scope, bind_expression
+from streamwarden.language.insert_sp import InsertSp
 from streamwarden.language.parser import parse_query
 from streamwarden.plan import expr as E
 from streamwarden.plan.nodes import AggCall, Aggregate, Filter, Join, Node, Project, Source, render_tree
@@ -42,7 +43,7 @@ class BoundQuery:
 
     text: str
     plan: Node
-    on_result: tuple[object, ...] = ()
+    on_result: tuple[InsertSp, ...] = ()
 
 
 def bound_query(text: str, catalog: Catalog, name: str = "<query>") -> BoundQuery:
@@ -75,9 +76,10 @@ class _QueryBinder:
         inputs = self.inputs()
         scope = Scope({s.relation: self.stream_def(s.stream) for s in inputs}, actions=frozenset(self.catalog.actions),
                       lattice=self.catalog.lattice)
-        where = bind_expression(self.query.where, scope, self.source) if self.query.where else None
-        if where is not None and where.dtype not in ("boolean", "null"):
-            raise self.error("WHERE needs a condition", self.query.where.span)  # type: ignore[union-attr]
+        condition = self.query.where
+        where = bind_expression(condition, scope, self.source) if condition else None
+        if condition and where is not None and where.dtype not in ("boolean", "null"):
+            raise self.error("WHERE needs a condition", condition.span)
         tree = self.from_tree(inputs, where)
         if self.is_aggregate():
             return self.aggregate(tree, inputs, scope)
@@ -107,7 +109,8 @@ class _QueryBinder:
             stream = self.catalog.streams.get(item.stream)
             if stream is None:
                 close = [s for s in self.catalog.streams if s.lower() == item.stream.lower()]
-                hint = f" (did you mean {close[0]}?)" if close else f" (known: {', '.join(self.catalog.streams) or 'none'})"
+                known = ', '.join(self.catalog.streams) or 'none'
+                hint = f" (did you mean {close[0]}?)" if close else f" (known: {known})"
                 raise self.error(f"unknown stream {item.stream!r}{hint}", item.span)
             if any(s.relation == item.name for s in sources):
                 raise self.error(f"{item.name!r} appears twice in FROM: give each occurrence its own alias", item.span)
@@ -193,7 +196,8 @@ class _QueryBinder:
                 expr = bind_expression(item.expr, scope, self.source)
                 matches = [n for n, g in groups if g == expr]
                 if not matches:
-                    raise self.error(f"{self.default_name(item.expr)} must appear in GROUP BY or inside an aggregate", item.span)
+                    raise self.error(f"{self.default_name(item.expr)} must appear in GROUP BY or inside an aggregate",
+                                     item.span)
                 name = item.alias or matches[0]
                 if item.alias:
                     groups = [(item.alias if g == expr else n, g) for n, g in groups]

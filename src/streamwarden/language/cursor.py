@@ -12,6 +12,8 @@ It never moves past EOF, and its errors name the offending token's line and colu
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from streamwarden.errors import QuerySyntaxError, SourceText
 from streamwarden.language.lexer import Token
 
@@ -42,7 +44,7 @@ class TokenCursor:
             self.fail(f"expected {what or kind}")
         return self.advance()
 
-    def fail(self, message: str, token: Token | None = None) -> None:
+    def fail(self, message: str, token: Token | None = None) -> NoReturn:
         token = token or self.tok
         found = "end of input" if token.kind == "EOF" else repr(token.text)
         raise QuerySyntaxError(f"{message}, found {found}", self.source, token.span)

@@ -7,19 +7,25 @@ policy and a query that say the same thing produce the same plan expression.
     >>> from streamwarden.language.parser import parse_expression
     >>> s = StreamDef("Position", (("ts", "timestamp"), ("Pos", "double")))
     >>> scope = Scope({"Position": s})
-    >>> bind_expression(parse_expression("Pos >= 10"), scope, SourceText("<e>", "Pos >= 10"))
-    Compare(op='>=', left=Column(relation='Position', name='Pos', dtype='double'), right=Literal(value=10, dtype='int'), dtype='boolean')
+    >>> bound = bind_expression(parse_expression("Pos >= 10"), scope, SourceText("<e>", "Pos >= 10"))
+    >>> bound  # doctest: +NORMALIZE_WHITESPACE
+    Compare(op='>=', left=Column(relation='Position', name='Pos', dtype='double'), right=Literal(value=10, dtype='int'),
+            dtype='boolean')
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from streamwarden.catalog.model import StreamDef
 from streamwarden.errors import BindError, SourceText, Span, StreamwardenError
 from streamwarden.language import ast
 from streamwarden.plan import expr as E
+
+if TYPE_CHECKING:
+    from streamwarden.catalog.lattice import Lattice
 
 
 @dataclass
@@ -30,7 +36,7 @@ class Scope:
     allow_profile: bool = False  # self.<attr> (policies only)
     actions: frozenset[str] | None = None  # known actions; None = any name accepted
     extra_columns: dict[str, str] = field(default_factory=dict)  # e.g. output aliases
-    lattice: object = None  # streamwarden.catalog.lattice.Lattice: level literals parse against it
+    lattice: Lattice | None = None  # level literals parse against it
 
     def resolve(self, name: ast.Name, source: SourceText) -> E.Expr:
         parts = name.parts
@@ -131,7 +137,7 @@ class _Binder:
         if lattice is None:
             raise self.error("a security level needs a lattice in the catalog", node.span)
         try:
-            return E.Literal(lattice.parse(str(node.value)), "level")  # type: ignore[attr-defined]
+            return E.Literal(lattice.parse(str(node.value)), "level")
         except StreamwardenError as exc:
             raise self.error(str(exc), node.span) from None
 
@@ -174,10 +180,10 @@ class _Binder:
             return left, right
         if lt in E.NUMERIC and rt in E.NUMERIC:
             return left, right
-        if lt == "timestamp" and rt == "time_of_day":
-            return E.TimeOfDay(left), E.Literal(right.value, "int")  # type: ignore[attr-defined]
-        if rt == "timestamp" and lt == "time_of_day":
-            return E.Literal(left.value, "int"), E.TimeOfDay(right)  # type: ignore[attr-defined]
+        if lt == "timestamp" and rt == "time_of_day" and isinstance(right, E.Literal):  # only literals are times of day
+            return E.TimeOfDay(left), E.Literal(right.value, "int")
+        if rt == "timestamp" and lt == "time_of_day" and isinstance(left, E.Literal):
+            return E.Literal(left.value, "int"), E.TimeOfDay(right)
         if lt == "timestamp" and isinstance(right, E.Literal) and rt == "string":
             return left, self.timestamp_literal(right, node.right)
         if rt == "timestamp" and isinstance(left, E.Literal) and lt == "string":
@@ -194,12 +200,12 @@ class _Binder:
 
 def _literal(node: ast.Literal) -> E.Literal:
     if node.kind == "number":
-        if isinstance(node.value, float):
+        if not isinstance(node.value, int):  # the parser reads a number as an int or a float
             return E.Literal(node.value, "double")
         # Spark reads a Python int literal as an int when it fits 32 bits, else as a bigint: the
         # plan says the same, so arithmetic and proofs see the width Spark computes with.
         # (The parser has already refused integers beyond a long.)
-        return E.Literal(node.value, "int" if -2**31 <= node.value < 2**31 else "long")  # type: ignore[operator]
+        return E.Literal(node.value, "int" if -2**31 <= node.value < 2**31 else "long")
     if node.kind == "string":
         return E.Literal(node.value, "string")
     if node.kind == "bool":

@@ -44,6 +44,16 @@ class InsertSp:
     span: Span = field(compare=False, repr=False)
 
 
+@dataclass
+class _Lets:
+    """A statement's LET assignments as read; None: not given."""
+
+    ddp: dict[str, Pattern] | None = None
+    srp: tuple[Pattern, bool] | None = None  # the roles and WITH GRANT OPTION
+    sign: bool | None = None  # POSITIVE
+    immutable: bool | None = None
+
+
 class _SpParser(TokenCursor):
     def word(self, *words: str) -> Token:
         if self.tok.upper not in words:
@@ -68,25 +78,26 @@ class _SpParser(TokenCursor):
         if self.tok.upper != "LET":
             stream = self.advance().text
         self.word("LET")
-        values: dict[str, object] = {}
+        values = _Lets()
         while True:
             self.assignment(name, values)
             if self.tok.kind == ",":
                 self.advance()
             if self.tok.kind in ("EOF", ";", ")") or self.tok.upper in ("INSERT", "SELECT"):
                 break
-        for required in ("DDP", "SRP"):
-            if required not in values:
-                self.fail(f"INSERT SP needs {required} = ...")
+        if values.ddp is None:
+            self.fail("INSERT SP needs DDP = ...")
+        if values.srp is None:
+            self.fail("INSERT SP needs SRP = ...")
         end = self.tokens[self.pos - 1].span
-        ddp: dict[str, Pattern] = values["DDP"]  # type: ignore[assignment]
-        roles, grant = values["SRP"]  # type: ignore[misc]
+        ddp = values.ddp
+        roles, grant = values.srp
         return InsertSp(name, stream, ddp.get("streams"), ddp.get("tuples", Wildcard()),
                         ddp.get("attributes", Wildcard()), roles, grant,
-                        values.get("SIGN", True), values.get("IMMUTABLE", False),  # type: ignore[arg-type]
+                        True if values.sign is None else values.sign, bool(values.immutable),
                         span=start.span.merge(end))
 
-    def assignment(self, name: str | None, values: dict[str, object]) -> None:
+    def assignment(self, name: str | None, values: _Lets) -> None:
         target = self.tok
         if self.peek().kind == ".":
             qualifier = self.advance()
@@ -94,19 +105,19 @@ class _SpParser(TokenCursor):
                 self.fail(f"this statement's SP is named {name!r}", qualifier)
             self.advance()
         key = self.word("DDP", "SRP", "SIGN", "IMMUTABLE").upper
-        if key in values:
+        if getattr(values, key.lower()) is not None:
             self.fail(f"{key} is given twice", target)
         if self.tok.kind != "=":
             self.fail(f"expected '=' after {key}")
         self.advance()
         if key == "DDP":
-            values[key] = self.ddp()
+            values.ddp = self.ddp()
         elif key == "SRP":
-            values[key] = self.srp()
+            values.srp = self.srp()
         elif key == "SIGN":
-            values[key] = self.word("POSITIVE", "NEGATIVE").upper == "POSITIVE"
+            values.sign = self.word("POSITIVE", "NEGATIVE").upper == "POSITIVE"
         else:
-            values[key] = self.word("TRUE", "FALSE").upper == "TRUE"
+            values.immutable = self.word("TRUE", "FALSE").upper == "TRUE"
 
     def ddp(self) -> dict[str, Pattern]:
         parts: dict[str, Pattern] = {}

@@ -27,11 +27,15 @@ from __future__ import annotations
 
 import math
 import re
+from typing import TYPE_CHECKING, TypeVar
 
 from streamwarden.errors import QuerySyntaxError, SourceText, Span
 from streamwarden.language import ast
 from streamwarden.language.cursor import TokenCursor
 from streamwarden.language.lexer import Token, tokenize
+
+if TYPE_CHECKING:  # INSERT SP's grammar is loaded when a query has ON RESULT
+    from streamwarden.language.insert_sp import InsertSp
 
 _UNITS: dict[str, float] = {
     "ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
@@ -40,6 +44,7 @@ _UNITS: dict[str, float] = {
     "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
     "d": 86400, "day": 86400, "days": 86400,
 }
+N = TypeVar("N", bound=ast.Expr)  # a node type, kept by Parser.built
 _COMPARISONS = frozenset({"=", "<>", "<", "<=", ">", ">="})
 
 # -- Limits ---------------------------------------------------------------------------------
@@ -71,7 +76,7 @@ class _Parser(TokenCursor):
     def height(self, node: ast.Expr) -> int:
         return self.heights.get(id(node), 1)
 
-    def built(self, node: ast.Expr, *children: ast.Expr, at: Token | None = None) -> ast.Expr:
+    def built(self, node: N, *children: ast.Expr, at: Token | None = None) -> N:
         """Record ``node``'s height (one more than its highest child) and refuse it above MAX_HEIGHT."""
         height = 1 + max((self.height(c) for c in children), default=0)
         if height > MAX_HEIGHT:
@@ -126,7 +131,7 @@ class _Parser(TokenCursor):
     def at_on_result(self) -> bool:
         return self.tok.upper == "ON" and self.peek().upper == "RESULT"
 
-    def on_result(self) -> tuple[object, ...]:
+    def on_result(self) -> tuple[InsertSp, ...]:
         """``ON RESULT (INSERT SP ... [, INSERT SP ...])`` (Nehme et al., Fig. 8b)."""
         if not self.at_on_result():
             return ()
@@ -213,7 +218,8 @@ class _Parser(TokenCursor):
         seconds = float(number.text) * _UNITS[unit.text.lower()]
         span = number.span.merge(unit.span)
         if seconds < 0 or (seconds == 0 and not zero):
-            raise QuerySyntaxError("a window duration must be positive" if not zero else "a duration cannot be negative", self.source, span)
+            message = "a window duration must be positive" if not zero else "a duration cannot be negative"
+            raise QuerySyntaxError(message, self.source, span)
         # Checked here, not left to Spark: windows are microsecond intervals added to timestamps,
         # and a duration of 1e20 days (or inf) overflows them there.
         if seconds > MAX_DURATION_SECONDS:
@@ -310,8 +316,9 @@ class _Parser(TokenCursor):
         finally:
             self.depth -= len(minuses)
         for tok in reversed(minuses):
-            if isinstance(operand, ast.Literal) and operand.kind == "number":
-                operand = ast.Literal(-operand.value, "number", span=tok.span.merge(operand.span))  # type: ignore[operator]
+            if (isinstance(operand, ast.Literal) and operand.kind == "number"
+                    and isinstance(operand.value, (int, float))):
+                operand = ast.Literal(-operand.value, "number", span=tok.span.merge(operand.span))
             else:
                 operand = self.built(ast.Unary("-", operand, span=tok.span.merge(operand.span)), operand, at=tok)
         if isinstance(operand, ast.Literal) and operand.kind == "number" and isinstance(operand.value, int) \
@@ -421,7 +428,7 @@ class _Parser(TokenCursor):
         close = self.expect(")", "')' to close the call")
         span = name.span.merge(close.span)
         written = " ".join(self.source.text[span.start : span.end].split())
-        return self.built(ast.Call(name.upper, tuple(args), star, written, span=span), *args, at=name)  # type: ignore[return-value]
+        return self.built(ast.Call(name.upper, tuple(args), star, written, span=span), *args, at=name)
 
 
 def _respan(expr: ast.Expr, span: Span) -> ast.Expr:

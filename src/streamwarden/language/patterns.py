@@ -73,10 +73,8 @@ class Range(Pattern):
     def matches(self, value: object) -> bool:
         if value is None:
             return False
-        low, v = _comparable(self.low, value)
-        above = low <= v if self.inclusive else low < v  # type: ignore[operator]
-        v, high = _comparable(value, self.high)
-        below = v <= high if self.inclusive else v < high  # type: ignore[operator]
+        above = _before(self.low, value, strictly=not self.inclusive)
+        below = _before(value, self.high, strictly=not self.inclusive)
         return above and below
 
     def __str__(self) -> str:
@@ -130,12 +128,13 @@ def _same(a: object, b: object) -> bool:
     return str(a) == str(b)
 
 
-def _comparable(a: object, b: object) -> tuple[object, object]:
-    """Two values as numbers when both read as numbers, else as text."""
+def _before(a: object, b: object, *, strictly: bool) -> bool:
+    """``a <= b`` (``a < b`` strictly), as numbers when both read as numbers, else as text."""
     na, nb = _number(a), _number(b)
     if na is not None and nb is not None:
-        return na, nb
-    return str(a), str(b)
+        return na < nb if strictly else na <= nb
+    ta, tb = str(a), str(b)
+    return ta < tb if strictly else ta <= tb
 
 
 def _text(value: Value) -> str:

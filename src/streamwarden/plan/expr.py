@@ -11,11 +11,14 @@ built from them can be compared, memoized and used as dictionary keys.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import Field, dataclass, replace
 from datetime import datetime, timezone
-from typing import Callable, ClassVar, Iterator
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
 from streamwarden.plan.hashing import cached_hash
+
+if TYPE_CHECKING:  # for annotations only: the catalog's model imports this module
+    from streamwarden.catalog.lattice import Level
 
 NUMERIC = frozenset({"int", "long", "double"})
 COMPARISON_OPS = frozenset({"=", "<>", "<", "<=", ">", ">="})
@@ -29,8 +32,13 @@ class Expr:
     are written once here.
     """
 
-    dtype: str
     child_fields: ClassVar[tuple[str, ...]] = ()
+    if TYPE_CHECKING:
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # every subclass is a dataclass: replace() applies
+
+        @property
+        def dtype(self) -> str:
+            """The value's type: a field of most expressions, computed by a few (Negate, ActionValue)."""
 
     def children(self) -> tuple["Expr", ...]:
         return tuple(getattr(self, name) for name in self.child_fields)
@@ -50,7 +58,7 @@ class Column(Expr):
 @cached_hash
 @dataclass(frozen=True)
 class Literal(Expr):
-    value: object
+    value: int | float | str | bool | datetime | Level | None
     dtype: str  # int long double string boolean timestamp null time_of_day
 
 
@@ -83,7 +91,7 @@ class ActionValue(Expr):
     action: str
 
     @property
-    def dtype(self) -> str:  # type: ignore[override]
+    def dtype(self) -> str:
         return "double" if self.kind == "target" else "timestamp"
 
 
@@ -127,7 +135,7 @@ class Negate(Expr):
     operand: Expr
 
     @property
-    def dtype(self) -> str:  # type: ignore[override]
+    def dtype(self) -> str:
         return self.operand.dtype
 
 

@@ -20,22 +20,22 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar
 
-T = TypeVar("T", bound=type)
+C = TypeVar("C")
 
 
-def cached_hash(cls: T) -> T:
+def cached_hash(cls: type[C]) -> type[C]:
     """Wrap a frozen dataclass's generated ``__hash__`` so it runs once per instance."""
     generated = cls.__hash__
 
-    def __hash__(self: object) -> int:
+    def __hash__(self: Any) -> int:
         try:
             return self.__dict__["_cached_hash"]
         except KeyError:
-            value = generated(self)  # type: ignore[misc]
+            value = generated(self)
             object.__setattr__(self, "_cached_hash", value)
             return value
 
-    cls.__hash__ = __hash__  # type: ignore[assignment]
+    cls.__hash__ = __hash__  # type: ignore[method-assign]  # replacing the generated hash is this decorator's job
     return cls
 
 

@@ -15,13 +15,18 @@ can be hashed, memoized and shared. Every node has a stable ``id`` that errors a
 
 from __future__ import annotations
 
+from dataclasses import Field as DataclassField
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Callable, ClassVar, Iterator
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
 from streamwarden.language.ast import Window
 from streamwarden.plan import expr as E
 from streamwarden.plan.hashing import cached_hash
+
+if TYPE_CHECKING:  # for annotations only: the catalog's modules import the plan's expressions
+    from streamwarden.catalog.lattice import Level, LevelSource
+    from streamwarden.catalog.punctuations import SecurityPunctuation
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,8 @@ class Node:
 
     id: str
     child_fields: ClassVar[tuple[str, ...]] = ()
+    if TYPE_CHECKING:  # every subclass is a dataclass, so replace() applies
+        __dataclass_fields__: ClassVar[dict[str, DataclassField[Any]]]
 
     def children(self) -> tuple["Node", ...]:
         return tuple(getattr(self, name) for name in self.child_fields)
@@ -78,7 +85,7 @@ class Source(Node):
     id: str = field(default="", compare=False)
 
     @cached_property
-    def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
+    def fields(self) -> tuple[Field, ...]:
         return tuple(Field(self.relation, name, dtype) for name, dtype in self.schema)
 
     @property
@@ -102,7 +109,7 @@ class Filter(Node):
         return (self.predicate,)
 
     @property
-    def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
+    def fields(self) -> tuple[Field, ...]:
         return self.child.fields
 
     @property
@@ -125,7 +132,7 @@ class Project(Node):
         return tuple(e for _, e in self.items)
 
     @property
-    def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
+    def fields(self) -> tuple[Field, ...]:
         return tuple(Field(None, name, expr.dtype) for name, expr in self.items)
 
     @property
@@ -185,7 +192,7 @@ class Aggregate(Node):
         return tuple(e for _, e in self.group_by) + args + (self.event_time,)
 
     @property
-    def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
+    def fields(self) -> tuple[Field, ...]:
         by_name = {name: Field(None, name, e.dtype) for name, e in self.group_by}
         by_name.update({a.name: Field(None, a.name, a.dtype) for a in self.aggregates})
         order = self.items or tuple(by_name)
@@ -220,7 +227,7 @@ class Join(Node):
         return (self.predicate,)
 
     @property
-    def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
+    def fields(self) -> tuple[Field, ...]:
         return self.left.fields + self.right.fields
 
     @property
@@ -263,7 +270,7 @@ class SecureView(Node):
 
 
     @property
-    def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
+    def fields(self) -> tuple[Field, ...]:
         return self.child.fields
 
     def expressions(self) -> tuple[E.Expr, ...]:
@@ -304,7 +311,7 @@ class Shield(Node):
     relation: str
     key: str
     roles: frozenset[str]
-    server: tuple[object, ...] = ()
+    server: tuple[SecurityPunctuation, ...] = ()
     combine: str = "intersect"
     grant_only: bool = False
     placement: str = "down"
@@ -312,7 +319,7 @@ class Shield(Node):
     id: str = field(default="", compare=False)
 
     @property
-    def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
+    def fields(self) -> tuple[Field, ...]:
         return self.child.fields
 
     @property
@@ -359,12 +366,12 @@ class LevelGuard(Node):
     child: Node
     stream: str
     relation: str
-    level: object  # streamwarden.catalog.lattice.Level: the level the query runs at
-    source: object  # streamwarden.catalog.lattice.LevelSource, or None (every tuple is top)
+    level: Level  # the level the query runs at
+    source: LevelSource | None  # None: every tuple is top
     id: str = field(default="", compare=False)
 
     @property
-    def fields(self) -> tuple[Field, ...]:  # type: ignore[override]
+    def fields(self) -> tuple[Field, ...]:
         return self.child.fields
 
     @property

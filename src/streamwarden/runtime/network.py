@@ -84,7 +84,8 @@ from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import AccessChange, Period, RegisteredQuery, access_periods
 from streamwarden.catalog.store import CatalogStore
 from streamwarden.engine.compiler import EVENT
-from streamwarden.engine.execute import broken_record, build_job, check_inputs, iso_timestamp
+from streamwarden.engine.execute import broken_record, build_job, check_inputs, iso_timestamp, single_value
+from streamwarden.engine.jvm import jvm_view
 from streamwarden.engine.sinks import (BatchNumbers, check_checkpoint, committed_batches, read_parts, start_writer,
                                       stream_writer)
 from streamwarden.errors import InputError, StreamwardenError, UnsupportedError
@@ -227,7 +228,7 @@ class NetworkRuntime(StreamsRunner):
                     try:
                         if timeout is None:
                             stream.awaitTermination()
-                        elif not stream.awaitTermination(timeout):
+                        elif not stream.awaitTermination(timeout):  # type: ignore[arg-type]  # it takes float seconds
                             return False
                     except Exception:  # it failed: noted below, the others are still waited for
                         continue
@@ -451,7 +452,8 @@ class NetworkRuntime(StreamsRunner):
         path = self.root / query / "handover.json"
         marks = _read_marks(path)
         for user in users:
-            if marks.get(user) is None or emitted > marks[user]:  # type: ignore[operator]
+            mark = marks.get(user)
+            if mark is None or emitted > mark:
                 marks[user] = emitted
         _write_marks(path, marks)
 
@@ -517,7 +519,7 @@ class NetworkRuntime(StreamsRunner):
         """Can some user of the pipeline still receive a row: a grant open, or ending after the
         latest event time the pipeline has emitted (nothing emitted yet: any grant)?"""
         for user in running.pipeline.users:
-            for start, end in access_periods(changes, running.pipeline.query, user):
+            for _start, end in access_periods(changes, running.pipeline.query, user):
                 if end is None or running.emitted is None or end > running.emitted:
                     return True
         return False
@@ -695,12 +697,12 @@ class _TerminalSwitch:
         """ON RESULT: every row stamped with SPGen's policy, dated by the pipeline's earliest result
         (found in the first micro-batch with results, kept in the checkpoint for restarts)."""
         if running.spgen is None:
-            first = batch.agg(iso_timestamp(F.min(EARLIEST))).first()[0]  # until the first results only
+            first = single_value(batch.agg(iso_timestamp(F.min(EARLIEST))))  # until the first results only
             if first is None:
                 return batch.drop(EARLIEST)
             running.spgen = parse_timestamp(first)
             _write_time(running.checkpoint / "spgen.json", running.spgen)
-        sps = len(policy_from_statements(running.pipeline.rewriting.on_result, running.spgen))  # type: ignore[arg-type]
+        sps = len(policy_from_statements(running.pipeline.rewriting.on_result, running.spgen))
         stamp = f',"sp_ts":"{_iso(running.spgen)}","sp_csn":{sps}}}'
         return batch.drop(EARLIEST).withColumn("_row", F.concat(F.expr("substring(_row, 1, length(_row) - 1)"),
                                                                  F.lit(stamp)))
@@ -742,8 +744,8 @@ def _move_aside(source: Path, target: Path) -> None:
 def _check_streaming(frame: DataFrame) -> None:
     """Spark's own check that a streaming plan can run in append mode (what ``start`` would
     raise), without starting it."""
-    jvm = frame.sparkSession._jvm  # type: ignore[attr-defined]
-    plan = frame._jdf.queryExecution().analyzed()  # type: ignore[attr-defined]
+    jvm = jvm_view(frame.sparkSession)
+    plan = frame._jdf.queryExecution().analyzed()
     append = jvm.org.apache.spark.sql.streaming.OutputMode.Append()
     jvm.org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker.checkForStreaming(plan, append)
 
@@ -757,7 +759,7 @@ def _first_line(exc: BaseException) -> str:
     text = getattr(exc, "desc", None) or getattr(exc, "message", None) or str(exc) or type(exc).__name__
     if hasattr(exc, "getMessage"):
         try:
-            text = exc.getMessage() or text  # type: ignore[union-attr]
+            text = exc.getMessage() or text
         except Exception:
             pass
     return str(text).strip().splitlines()[0][:300] if str(text).strip() else type(exc).__name__

@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamwarden.catalog.model import Catalog
-from streamwarden.catalog.registry import AccessChange, RegisteredQuery, grant_intervals
+from streamwarden.catalog.registry import AccessChange, Period, RegisteredQuery, grant_intervals
 from streamwarden.engine.compiler import EVENT
 from streamwarden.engine.execute import Job, build_job, earliest_result_time, input_errors, ordered_lines
 from streamwarden.engine.sinks import write_lines
@@ -79,7 +79,7 @@ def _published(job: Job, lines: Iterator[str]) -> Iterator[str]:
     yield from spgen_lines(job.rewriting.on_result, earliest_result_time(job), itertools.chain([first], lines))
 
 
-def within_periods(periods: list) -> Column:  # type: ignore[type-arg]
+def within_periods(periods: Sequence[Period]) -> Column:
     """TRUE for the rows whose event time falls in one of the [from, to) grant periods."""
     condition = F.lit(False)
     for start, end in periods:

@@ -71,7 +71,7 @@ class StreamsRunner:
         for stream in self.streams:
             if timeout is None:
                 stream.awaitTermination()  # returns None, not True, without a timeout
-            elif not stream.awaitTermination(timeout):
+            elif not stream.awaitTermination(timeout):  # type: ignore[arg-type]  # it takes float seconds
                 return False
         self.check()
         return True

@@ -23,6 +23,7 @@ from streamwarden.catalog.lattice import Level
 from streamwarden.catalog.model import Catalog
 from streamwarden.errors import AuthorizationError
 from streamwarden.language.binder import BoundQuery, bound_query
+from streamwarden.language.insert_sp import InsertSp
 from streamwarden.plan.nodes import Node, sources
 from streamwarden.security.levels.guard import level_pass, query_level
 from streamwarden.security.punctuation.placement import shield_pass
@@ -51,7 +52,7 @@ def secure(catalog: Catalog, user: str, query: str | BoundQuery | Node,
     its shields keep only attributes granted that way.
     """
     options = options or SecurityOptions()
-    on_result: tuple[object, ...] = ()
+    on_result: tuple[InsertSp, ...] = ()
     check_user(catalog, user)
     level = query_level(catalog, user, options.level)
     if isinstance(query, str):

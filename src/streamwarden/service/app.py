@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, AsyncIterator, Literal
+from typing import Any, AsyncIterator, Literal, Mapping
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -365,8 +365,8 @@ def create_app(service: Service) -> FastAPI:
             raise ApiError(404 if isinstance(exc, UnknownName) else 422, str(exc).splitlines()[0]) from None
         request.state.detail = {k: format_timestamp(v) if isinstance(v, datetime) else v for k, v in values.items()}
         action = service.store.actions()[name]
-        return {"name": name, "start": action.start and format_timestamp(action.start), "end": action.end and format_timestamp(action.end),
-                "target": action.target}
+        return {"name": name, "start": action.start and format_timestamp(action.start),
+                "end": action.end and format_timestamp(action.end), "target": action.target}
 
     @app.get("/v1/audit")
     def audit(request: Request, since: str | None = Query(None, max_length=64),
@@ -514,7 +514,7 @@ def _catalog_changes(store: CatalogStore, after: Any) -> dict[str, Any]:
     except StreamwardenError:  # a stored catalog that no longer loads is replaced whole
         detail["replaced"] = "the stored catalog could not be read"
         return detail
-    sections = {
+    sections: dict[str, tuple[Mapping[str, object], Mapping[str, object]]] = {
         "streams": (dict(before.streams), dict(after.streams)),
         "roles": (dict(before.roles), dict(after.roles)),
         "users": ({n: (u, dict(u.profile)) for n, u in before.users.items()},

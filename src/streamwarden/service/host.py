@@ -7,9 +7,10 @@ request that must see its change applied at once (a registration, a removal) cal
 :meth:`NetworkHost.refresh`. A pipeline that cannot start or fails is reported in
 :meth:`NetworkHost.pipelines`, its users' status and the log, once; the other pipelines and
 the HTTP service keep running. A registration is first compiled as the network would run
-it (:meth:`NetworkHost.runnable_problem`), so a query Spark cannot run is refused up front. A broken input record stops nothing: the network
-quarantines it, and :meth:`NetworkHost.pipelines` counts them per pipeline, with the place
-of the latest micro-batch's first.
+it (:meth:`NetworkHost.runnable_problem`), so a query Spark cannot run is refused up front.
+A broken input record stops nothing: the network quarantines it, and
+:meth:`NetworkHost.pipelines` counts them per pipeline, with the place of the latest
+micro-batch's first.
 
 The service works without a host too (``host=None``): its HTTP contract reads the store
 and the output folder only, which is how the contract's tests run without Spark.

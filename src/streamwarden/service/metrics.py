@@ -5,15 +5,21 @@ rows read and micro-batch durations per pipeline from Spark's progress; active g
 from the store; requests per route and outcome from the service itself. Labels hold names
 only (queries, users, pipelines): never a token or a row value.
 
-    >>> Metrics().counter("streamwarden_requests_total", "Requests.", {("query.list", "ok"): 2}, ("action", "outcome"))
-    '# HELP streamwarden_requests_total Requests.\\n# TYPE streamwarden_requests_total counter\\nstreamwarden_requests_total{action="query.list",outcome="ok"} 2\\n'
+    >>> counts = {("query.list", "ok"): 2}
+    >>> text = Metrics().counter("streamwarden_requests_total", "Requests.", counts, ("action", "outcome"))
+    >>> print(text, end="")
+    # HELP streamwarden_requests_total Requests.
+    # TYPE streamwarden_requests_total counter
+    streamwarden_requests_total{action="query.list",outcome="ok"} 2
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, TypeVar
+
+Key = TypeVar("Key", bound=tuple[str, ...])  # a series' label values
 
 
 class Metrics:
@@ -32,7 +38,7 @@ class Metrics:
         with self._lock:
             self.records_in[(stream,)] += count
 
-    def counter(self, name: str, help_text: str, values: Mapping[tuple[str, ...], float],
+    def counter(self, name: str, help_text: str, values: Mapping[Key, float],
                 labels: Sequence[str], kind: str = "counter") -> str:
         lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
         for key, value in sorted(values.items()):

@@ -120,7 +120,7 @@ def _record(number: int, text: str, stream: StreamDef, key: ProviderKey | None, 
         checked = _tuple(record, stream, fail)
     if latest is not None:
         for name in ("ts", "sp_ts"):
-            if name in checked and parse_timestamp(checked[name]) > latest:
+            if name in checked and parse_timestamp(str(checked[name])) > latest:
                 raise fail(f"{name} {checked[name]} is ahead of the service's clock by more than the allowed skew "
                            f"(at most {format_timestamp(latest)} now): event time cannot be in the future")
     if provider is not None:

@@ -136,8 +136,8 @@ class QueryBook:
         self._check_room(caller.name)  # before compiling anything
         internal = own_id(caller.name, public)
         if len(internal) > MAX_NAME_LENGTH:
-            raise ApiError(422, f"the query id {public!r} is too long for user {caller.name} "
-                                f"(the user name and the id together must stay within {MAX_NAME_LENGTH - 4} characters)",
+            raise ApiError(422, f"the query id {public!r} is too long for user {caller.name} (the user name and "
+                                f"the id together must stay within {MAX_NAME_LENGTH - 4} characters)",
                            field="id")
         registered = RegisteredQuery(internal, (caller.name,), _check_text(text), level, owner=caller.name, opens=())
         return Entry(public, internal, caller.name, registered), explain_for(catalog, registered, caller.name)

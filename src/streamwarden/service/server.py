@@ -83,7 +83,8 @@ def open_service(options: ServeOptions, host: Any = None) -> Service:
         if path.exists() and not path.is_dir():
             raise StreamwardenError(f"--input {stream}={folder}: the service appends files to a folder, not a file")
         inputs[stream] = private_dir(path)
-    issuer = JwtIssuer(options.jwks, options.issuer, options.audience) if options.jwks else None  # type: ignore[arg-type]
+    issuer = (JwtIssuer(options.jwks, options.issuer, options.audience)  # --jwks comes with both (checked above)
+              if options.jwks and options.issuer and options.audience else None)
     skew = timedelta(seconds=parse_duration(options.max_clock_skew, "--max-clock-skew", zero=True))
     return Service(store, server, Path(options.output_dir), inputs, Authenticator(store, issuer), AuditTrail(store),
                    host, max_clock_skew=skew)

@@ -93,8 +93,16 @@ def operators_jar(cache: Path | None = None) -> Path:
     return target
 
 
+def jvm_view(spark: SparkSession) -> Any:
+    """py4j's view of the driver's JVM (``jvm.java.lang.String``...): dynamic, so typed Any.
+    PySpark types it optional, for a stopped context; a running session always has one."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None, "the SparkContext has stopped"
+    return jvm
+
+
 def _jvm_operators(spark: SparkSession) -> JavaObject:
-    return spark.sparkContext._jvm.streamwarden.jvm  # type: ignore[union-attr]
+    return jvm_view(spark).streamwarden.jvm
 
 
 def line_numbers(frame: DataFrame) -> DataFrame:
@@ -105,7 +113,9 @@ def line_numbers(frame: DataFrame) -> DataFrame:
 
 
 def _java_array(spark: SparkSession, java_class: JavaClass, items: Sequence[Any]) -> JavaArray:
-    array = spark.sparkContext._gateway.new_array(java_class, len(items))  # type: ignore[union-attr]
+    gateway = spark.sparkContext._gateway
+    assert gateway is not None, "the SparkContext has stopped"
+    array = gateway.new_array(java_class, len(items))
     for i, item in enumerate(items):
         array[i] = item
     return array
@@ -116,11 +126,11 @@ def sp_encoder(spark: SparkSession, stream: str, attributes: Sequence[str], role
     """The code of each SP record for the user's ``roles`` from its ``fields`` (streams, tuples,
     attributes, roles, sign, immutable, grant), encoded in the JVM (``SpEncoder.java``); ``!``
     and the reason for a malformed record. Apply it to SP records only (under a ``when``)."""
-    jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
+    jvm = jvm_view(spark)
     strings = jvm.java.lang.String
     column = _jvm_operators(spark).SpEncoder.column(
         stream, _java_array(spark, strings, list(attributes)), _java_array(spark, strings, sorted(roles)),
-        _java_array(spark, jvm.org.apache.spark.sql.Column, [field._jc for field in fields]))  # type: ignore[attr-defined]
+        _java_array(spark, jvm.org.apache.spark.sql.Column, [field._jc for field in fields]))
     return ClassicColumn(column)
 
 
@@ -129,7 +139,7 @@ def rows_window(frame: DataFrame, n: int, funcs: Sequence[str], grouped: bool) -
     ``RowsWindow.java``) through one continuous ``[ROWS n]`` window computing ``funcs``:
     ``ts``, ``_groups``, ``_aggs``, ``_level``, ``_policies``."""
     spark = frame.sparkSession
-    jvm = spark.sparkContext._jvm  # type: ignore[union-attr]
+    jvm = jvm_view(spark)
     names = _java_array(spark, jvm.java.lang.String, list(funcs))
     return ClassicDataFrame(_jvm_operators(spark).RowsWindow.apply(frame._jdf, n, names, grouped), spark)
 

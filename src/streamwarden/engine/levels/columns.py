@@ -57,7 +57,9 @@ def shepherd_level(source: LevelSource | None, lattice: Lattice) -> Column:
             names.setdefault(COMPANY_PREFIX + company, level)
     for _, members in lattice.classes:  # an exact company name wins over a prefixed reading
         for company in members:
-            names[company] = lattice.company(company)  # type: ignore[assignment]
+            level = lattice.company(company)
+            assert level is not None  # a member of the lattice
+            names[company] = level
     table = F.create_map(*[part for name, level in sorted(names.items())
                            for part in (F.lit(name), level_literal(level))])
     return F.coalesce(F.element_at(table, F.col(str(source.attribute)).cast("string")), top)

@@ -150,4 +150,5 @@ def level_slug(level: str) -> str:
     return "_".join("bot" if p == "⊥" else "top" if p == "T" else re.sub(r"[^A-Za-z0-9]", "-", p) for p in parts)
 
 
-__all__ = ["LevelProcessor", "LevelQuery", "check_outside_output", "level_slug", "read_query_output", "start_processors"]
+__all__ = ["LevelProcessor", "LevelQuery", "check_outside_output", "level_slug", "read_query_output",
+           "start_processors"]

@@ -12,9 +12,9 @@ user's roles in the JVM (a malformed pattern is a broken record too), and one sh
 provider (``punctuated_by``, else one for the stream) decides in the JVM which policy
 governs each tuple and what it grants for the tuple's key
 (:mod:`streamwarden.engine.shield.kernel`). The result has the stream's attributes,
-unmasked, and ``_gov``, that decision; the plan's Shield operator masks by it. For a ``[ROWS n]`` window it also has ``_arrival``, each tuple's place in
-arrival order, which the window orders ties in ``ts`` by (as the plain reader's
-:func:`streamwarden.engine.sources.ordered_input`).
+unmasked, and ``_gov``, that decision; the plan's Shield operator masks by it. For a
+``[ROWS n]`` window it also has ``_arrival``, each tuple's place in arrival order, which the
+window orders ties in ``ts`` by (as the plain reader's :func:`streamwarden.engine.sources.ordered_input`).
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ def read_punctuated(spark: SparkSession, stream: StreamDef, path: str | Path, *,
     )
     broken = F.coalesce(broken, time_out_of_range(stream, r))
     if provider is not None:
-        broken = F.coalesce(broken, F.when(r[provider].isNull(), F.lit(f"record lacks the provider attribute {provider}")))
+        lacks = F.lit(f"record lacks the provider attribute {provider}")
+        broken = F.coalesce(broken, F.when(r[provider].isNull(), lacks))
     return frame.select(
         "_file", "_block", "_line", "_text", is_sp.alias("_is_sp"), sp.alias("_sp"), r["seq"].alias("_seq"),
         r["sp_ts"].alias("sp_ts"), r["sp_csn"].alias("sp_csn"),

@@ -272,6 +272,8 @@ class _Draft:
 
     vertices: tuple[Vertex, ...]
     outputs: tuple[tuple[str, str], ...]
+    _index: dict[str, Vertex] = field(init=False, repr=False, compare=False)
+    topo: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", _index_of(self.vertices))
@@ -290,7 +292,7 @@ def _index_of(vertices: Iterable[Vertex]) -> dict[str, Vertex]:
 
 def _check_shape(net: Network | _Draft) -> tuple[str, ...]:
     """Check arities, references and outputs; the topological order (raises on a cycle)."""
-    index: dict[str, Vertex] = net._index  # type: ignore[attr-defined]
+    index: dict[str, Vertex] = net._index
     for v in net.vertices:
         if not v.id:
             raise NetworkError("a vertex has an empty id")
@@ -344,7 +346,7 @@ def _topological(vertices: Sequence[Vertex]) -> tuple[str, ...]:
 
 def _served(net: Network | _Draft) -> dict[str, frozenset[str]]:
     """Each vertex's queries: those whose output it reaches (backwards from the outputs)."""
-    index: dict[str, Vertex] = net._index  # type: ignore[attr-defined]
+    index: dict[str, Vertex] = net._index
     served: dict[str, set[str]] = {v.id: set() for v in net.vertices}
     for q, out in net.outputs:
         stack = [out]
@@ -432,10 +434,11 @@ def _dot(net: Network, switches: Sequence[DrawableSwitch], title: str | None) ->
         v = net.vertex(vid)
         if v.is_operator:
             qs = ",".join(sorted(v.queries))
-            lines.append(f"  {_quote(vid)} [shape=box, label={_quote(f'{vid}: {v.label}' + chr(10) + '{' + qs + '}')}];")
+            label = _quote(f'{vid}: {v.label}' + chr(10) + '{' + qs + '}')
+            lines.append(f"  {_quote(vid)} [shape=box, label={label}];")
         else:
             lines.append(f"  {_quote(vid)} [shape=cylinder, label={_quote(f'{vid}: {v.label}')}];")
-    for q, vid in net.outputs:
+    for q, _vid in net.outputs:
         lines.append(f"  {_quote('out:' + q)} [shape=plaintext, label={_quote(q)}];")
     on_edge: dict[tuple[str, str], list[DrawableSwitch]] = {}
     for s in switches:
@@ -447,7 +450,8 @@ def _dot(net: Network, switches: Sequence[DrawableSwitch], title: str | None) ->
         prev = tail
         for s in on_edge.get((tail, head), []):
             kind = str(getattr(s.kind, "value", s.kind))
-            lines.append(f"  {_quote(s.id)} [{_SWITCH_STYLE.get(kind, 'shape=box')}, label={_quote(kind + chr(10) + s.query)}];")
+            label = _quote(kind + chr(10) + s.query)
+            lines.append(f"  {_quote(s.id)} [{_SWITCH_STYLE.get(kind, 'shape=box')}, label={label}];")
             lines.append(f"  {_quote(prev)} -> {_quote(s.id)};")
             prev = s.id
         lines.append(f"  {_quote(prev)} -> {_quote(head)};")

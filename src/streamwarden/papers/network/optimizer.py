@@ -60,7 +60,8 @@ class SharedPlan:
 
 def shared_network(catalog: Catalog, queries: Sequence[RegisteredQuery]) -> SharedPlan:
     """The shared-operator network of ``queries``, each secured for each of its users."""
-    from streamwarden.security.passes import SecurityOptions, secure  # the passes import the catalog; keep this module light
+    # the passes import the catalog; keep this module light
+    from streamwarden.security.passes import SecurityOptions, secure
 
     builder = NetworkBuilder()
     vertex_of: dict[Node, str] = {}
@@ -136,7 +137,10 @@ def canonical(plan: Node) -> Node:
 
 
 def _canonical_node(node: Node, mapping: dict[str, str]) -> Node | None:
-    rename = lambda e: E.rename_relation(e, mapping)  # noqa: E731
+
+    def rename(e: E.Expr) -> E.Expr:
+        return E.rename_relation(e, mapping)
+
     if isinstance(node, Source):
         return replace(node, relation=mapping.get(node.relation, node.relation))
     if isinstance(node, Filter):

@@ -79,7 +79,9 @@ def in_order(events: Iterable[Event]) -> list[Event]:
 class Semantics(Protocol):
     """What the operators compute."""
 
-    window: float
+    @property
+    def window(self) -> float:  # read-only, so a frozen dataclass provides it
+        ...
 
     def select(self, vertex: Vertex, row: Row) -> bool: ...
 

@@ -208,7 +208,8 @@ def random_network(config: SimConfig, rng: random.Random) -> Generated:
             plan.join(a, c, [q], next(counter))
         builder.output(q, builder.project(comps[0], f"a{next(counter)}"))
     network = builder.build()
-    return Generated(place_switches(network), _assign_users(config, rng), {q: tuple(sorted(r)) for q, r in reads.items()})
+    return Generated(place_switches(network), _assign_users(config, rng),
+                     {q: tuple(sorted(r)) for q, r in reads.items()})
 
 
 def _shared_selects(plan: _Plan, rng: random.Random, count: int, counter: Iterator[int]) -> int:

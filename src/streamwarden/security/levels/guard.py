@@ -16,10 +16,11 @@ exactly (the restricted ★-property).
     ... ''')
     >>> str(query_level(cat, "ann", None)), str(query_level(cat, "ann", "[1, ⊥]"))
     ('[1, T]', '[1, ⊥]')
-    >>> query_level(cat, "ann", "[2, ⊥]")
+    >>> query_level(cat, "ann", "[2, ⊥]")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    streamwarden.errors.AuthorizationError: ann is cleared for [1, T], which does not dominate [2, ⊥]: a query cannot run above its user's clearance
+    streamwarden.errors.AuthorizationError: ann is cleared for [1, T], which does not dominate [2, ⊥]: a query cannot
+        run above its user's clearance
 """
 
 from __future__ import annotations
@@ -55,9 +56,9 @@ def check_write(catalog: Catalog, level: Level | None, stream: str) -> None:
     source = target.level_source
     fixed = source.fixed if isinstance(source, LevelSource) else None
     if fixed is None:
+        origin = "their " + str(source.attribute) if isinstance(source, LevelSource) else "nowhere: top"
         raise AuthorizationError(f"a query at level {level} may write only into a stream of level {level}; "
-                                 f"{stream} has no single level (its tuples' levels come from "
-                                 f"{'their ' + str(source.attribute) if isinstance(source, LevelSource) else 'nowhere: top'})")
+                                 f"{stream} has no single level (its tuples' levels come from {origin})")
     if fixed != level:
         raise AuthorizationError(f"a query at level {level} may write only into a stream of level {level}; "
                                  f"{stream} is at level {fixed}")

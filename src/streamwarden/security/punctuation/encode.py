@@ -30,14 +30,16 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence, TypeVar
 
 from streamwarden.errors import StreamwardenError, UnsupportedError
-from streamwarden.language.patterns import Constant, Empty, Pattern, Range, SetOf, Wildcard, number_of, parse_pattern
+from streamwarden.language.patterns import (Constant, Empty, Pattern, Range, SetOf, Value, Wildcard, number_of,
+                                            parse_pattern)
 
 MAX_ATTRIBUTES = 62
 #: Distinct SP texts remembered per shield worker before the memo starts over.
 MEMO_LIMIT = 65_536
+T = TypeVar("T")
 
 
 class MalformedSp(ValueError):
@@ -104,7 +106,8 @@ class SpEncoder:
                 f'"m":{mask},{tuples}}}')
 
     @staticmethod
-    def _decided(cache: dict, name: str, text: str | None, default: str | None, decide) -> object:  # type: ignore[no-untyped-def, type-arg]
+    def _decided(cache: dict[str | None, T], name: str, text: str | None, default: str | None,
+                 decide: Callable[[Pattern], T]) -> T:
         if text in cache:
             return cache[text]
         value = cache[text] = decide(_parse(name, text, default))
@@ -154,6 +157,7 @@ def _parse(name: str, text: str | None, default: str | None) -> Pattern:
 
 def _tuple_part(pattern: Pattern) -> str:
     """The tuple pattern as ``SpCode.java`` reads it (JSON members)."""
+    values: tuple[Value, ...]
     if isinstance(pattern, Wildcard):
         kind, values = "any", ()
     elif isinstance(pattern, Empty):

@@ -178,15 +178,17 @@ class Shield:
     def snapshot(self, encode: Callable[[Any], object] = lambda s: s.to_record()) -> str:
         """JSON text of the whole state (checkpointed between micro-batches)."""
         return json.dumps({
-            "policy_ts": _dump_ts(self.current_ts), "sps": None if self.sps is None else [encode(s) for s in self.sps.values()],
+            "policy_ts": _dump_ts(self.current_ts),
+            "sps": None if self.sps is None else [encode(s) for s in self.sps.values()],
             "csn": self.csn, "pending": self.pending, "discarded": self.discarded, "newest": _dump_ts(self.newest),
             "tainted": self.tainted,
         })
 
     @classmethod
-    def restore(cls, text: str, decode: Callable[[object], Any] | None = None) -> "Shield":
+    def restore(cls, text: str, decode: Callable[[Any], Any] | None = None) -> "Shield":
+        """The state :meth:`snapshot` wrote; ``decode`` reads an SP back from its JSON value."""
         data = json.loads(text)
-        decode = decode or (lambda r: sp_from_record(r, "shield snapshot"))  # type: ignore[arg-type]
+        decode = decode or (lambda r: sp_from_record(r, "shield snapshot"))
         sps = None if data["sps"] is None else {s.sn: s for s in map(decode, data["sps"])}
         return cls(_load_ts(data["policy_ts"]), sps, data["csn"], _load_ts(data["newest"]), data["discarded"],
                    data["pending"], data.get("tainted", False))

@@ -20,15 +20,16 @@ import json
 from datetime import datetime
 from typing import Iterable, Iterator, Sequence
 
+from streamwarden.language.insert_sp import InsertSp
 from streamwarden.plan.expr import format_timestamp
 from streamwarden.security.punctuation.generate import policy_from_statements
 
 
-def spgen_lines(statements: Sequence[object], ts: datetime | None, rows: Iterable[str]) -> Iterator[str]:
+def spgen_lines(statements: Sequence[InsertSp], ts: datetime | None, rows: Iterable[str]) -> Iterator[str]:
     """The SP records of the new policy, then each result row (JSON) stamped with it."""
     if ts is None:
         return  # no results: nothing to cover
-    sps = policy_from_statements(statements, ts)  # type: ignore[arg-type]
+    sps = policy_from_statements(statements, ts)
     for sp in sps:
         yield json.dumps(sp.to_record(), separators=(",", ":"))
     stamp = f',"sp_ts":"{format_timestamp(ts)}","sp_csn":{len(sps)}}}'

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from streamwarden.catalog.lattice import Level
 from streamwarden.catalog.model import Catalog
 from streamwarden.errors import AuthorizationError
 from streamwarden.language.binder import bind_query
+from streamwarden.language.insert_sp import InsertSp
 from streamwarden.language.parser import parse_query
 from streamwarden.plan import expr as E
 from streamwarden.plan.nodes import Aggregate, Filter, Join, Node, Project, SecureView, Source, walk
@@ -59,9 +61,10 @@ class Rewriting:
     graphs: tuple[AuthorizedGraph, ...]
     decisions: tuple[Decision, ...]
     notes: tuple[str, ...] = field(default=())
-    on_result: tuple[object, ...] = ()  # ON RESULT (INSERT SP ...): results are published under this policy
-    level: object = None  # the security level the query runs at (a streamwarden.catalog.lattice.Level), if any
-    secured: bool = False  # every security pass ran (streamwarden.security.passes.secure): only then may the engine run it
+    on_result: tuple[InsertSp, ...] = ()  # ON RESULT (INSERT SP ...): results are published under this policy
+    level: Level | None = None  # the security level the query runs at, if any
+    # every security pass ran (streamwarden.security.passes.secure): only then may the engine run it
+    secured: bool = False
 
     @property
     def deployed(self) -> tuple[AuthorizedGraph, ...]:
@@ -109,7 +112,8 @@ def rewrite(catalog: Catalog, user: str, query: str | Node, *,
 
 def check_user(catalog: Catalog, user: str) -> None:
     if user not in catalog.users:
-        raise AuthorizationError(f"unknown user {user!r} (the catalog declares: {', '.join(catalog.users) or 'no users'})")
+        raise AuthorizationError(f"unknown user {user!r} "
+                                 f"(the catalog declares: {', '.join(catalog.users) or 'no users'})")
 
 
 class _Rewriter:

@@ -138,9 +138,9 @@ class _Translator:
             null = self.term(expr.operand).null
             return _Truth(z3.Not(null), null) if expr.negated else _Truth(null, z3.Not(null))
         if isinstance(expr, E.Compare):
-            left, right = self.term(expr.left), self.term(expr.right)
-            known = z3.Not(z3.Or(left.null, right.null))
-            holds = self.compare(expr.op, left, right)
+            a, b = self.term(expr.left), self.term(expr.right)  # terms, where left and right above are truths
+            known = z3.Not(z3.Or(a.null, b.null))
+            holds = self.compare(expr.op, a, b)
             return _Truth(z3.And(known, holds), z3.And(known, z3.Not(holds)))
         if expr.dtype in ("boolean", "null"):
             value = self.term(expr)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 from streamwarden.catalog.model import Policy, StreamDef, TimeBound, User
 from streamwarden.language.expressions import parse_timestamp
@@ -39,7 +39,7 @@ def instantiate(
         return NotApplicable(policy.id, str(problem))
     condition = E.rename_relation(condition, dict(relations))
     if policy.time is not None:
-        bounds = []
+        bounds: list[E.Expr] = []
         for stream in policy.streams:
             ts = E.Column(relations[stream], "ts", "timestamp")
             bounds.append(E.Compare(">=", ts, time_bound(policy.time[0])))
@@ -117,7 +117,7 @@ def _has_profile(expr: E.Expr) -> bool:
     return any(isinstance(e, E.ProfileRef) for e in E.walk(expr))
 
 
-def _replace_in_comparisons(expr: E.Expr, value_for) -> E.Expr:  # type: ignore[no-untyped-def]
+def _replace_in_comparisons(expr: E.Expr, value_for: Callable[[E.ProfileRef, str], E.Literal]) -> E.Expr:
     if isinstance(expr, E.Compare):
         left = value_for(expr.left, expr.right.dtype) if isinstance(expr.left, E.ProfileRef) else expr.left
         right = value_for(expr.right, left.dtype) if isinstance(expr.right, E.ProfileRef) else expr.right
@@ -130,6 +130,8 @@ def _replace_in_comparisons(expr: E.Expr, value_for) -> E.Expr:  # type: ignore[
 
 _INT = 2**31
 _LONG = 2**63
+#: The YAML and JSON values int() and float() read (the others raise TypeError there).
+_NUMBER_LIKE = (int, float, str, bytes)
 
 
 def coerce(value: object, dtype: str, what: str) -> E.Literal:
@@ -145,16 +147,16 @@ def coerce(value: object, dtype: str, what: str) -> E.Literal:
     if value is None or isinstance(value, (list, tuple, dict, set)):
         raise _ProfileProblem(f"{what} is {'null' if value is None else repr(value)}, which is not a {dtype}")
     try:
-        if dtype in ("int", "long") and not isinstance(value, bool):
+        if dtype in ("int", "long") and isinstance(value, _NUMBER_LIKE) and not isinstance(value, bool):
             if isinstance(value, float) and not value.is_integer():
                 raise ValueError
-            number = int(value)  # type: ignore[call-overload]
+            number = int(value)
             if not -_LONG <= number < _LONG:
                 raise ValueError
             # Compared with an int column, a value beyond 32 bits is a long literal, as Spark types it.
             return E.Literal(number, dtype if dtype == "long" or -_INT <= number < _INT else "long")
-        if dtype == "double" and not isinstance(value, bool):
-            real = float(value)  # type: ignore[arg-type]
+        if dtype == "double" and isinstance(value, _NUMBER_LIKE) and not isinstance(value, bool):
+            real = float(value)
             if math.isnan(real) or math.isinf(real):
                 raise ValueError
             return E.Literal(real, "double")
