@@ -187,8 +187,9 @@ def _workload(rows: int, sizes: Sequence[int]) -> Workload:
             facts[f"expected rows {n}"] = _expected(data, listed, latest)
         return facts
 
-    return Workload(f"{rows:,} seeded readings of one stream Readings (ts, sensor, ward, value) in {FILES} JSON-lines "
-                    f"files ({SENSORS} sensors in {WARDS} wards, one reading per sensor every {PERIOD_S} s, seed {SEED})"
+    return Workload(f"{rows:,} seeded readings of one stream Readings (ts, sensor, ward, value) in {FILES} "
+                    f"JSON-lines files ({SENSORS} sensors in {WARDS} wards, one reading per sensor every {PERIOD_S} s, "
+                    f"seed {SEED})"
                     f"; one role policy `Readings.ward = self.ward`; N = {', '.join(map(str, sizes))} users with one "
                     "own query each", prepare)
 
@@ -375,8 +376,8 @@ def _ratio_target(group: str, n: int) -> Target:
         mine, hand = measured.median(_name(group, n), "cpu_s"), measured.median(_name(HAND, n), "cpu_s")
         if math.isnan(mine / hand):
             return Verdict(None, "not measured")
-        text = (f"{mine / hand:.2f}× ({mine:.1f} s vs {hand:.1f} s CPU; wall "
-                f"{measured.median(_name(group, n), 'wall_s'):.1f} s vs {measured.median(_name(HAND, n), 'wall_s'):.1f} s)")
+        wall, hand_wall = measured.median(_name(group, n), 'wall_s'), measured.median(_name(HAND, n), 'wall_s')
+        text = f"{mine / hand:.2f}× ({mine:.1f} s vs {hand:.1f} s CPU; wall {wall:.1f} s vs {hand_wall:.1f} s)"
         runs = min(measured.runs(_name(group, n)), measured.runs(_name(HAND, n)))
         if runs < JUDGED_RUNS:
             return Verdict(None, f"{text}; {runs} run(s): not judged")
@@ -444,7 +445,8 @@ def explain(measured: Measured, facts: Facts) -> list[str]:
     notes = []
     per_query = {g: _marginal(measured, g, measured_sizes) for g in LABELS}
     if any(per_query.values()):
-        notes.append("CPU an added query costs (difference of the medians between successive N, per query): " + "; ".join(
+        notes.append("CPU an added query costs (difference of the medians between successive N, per query): "
+                     + "; ".join(
             f"{LABELS[g]} " + ", ".join(f"{a}→{b}: {s:.2f} s" for a, b, s in steps)
             for g, steps in per_query.items() if steps) + ".")
     runs = [n for n in measured_sizes if measured.runs(_name(RUN, n))]

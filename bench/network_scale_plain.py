@@ -92,7 +92,8 @@ def as_data(spark: Any, readings: Any, queries: Sequence[Mapping[str, Any]], lat
     parts = []
     if any(q["kind"] == "select" for q in queries):
         selections = F.broadcast(table.where(F.col("kind") == "select"))
-        parts.append(readings.join(selections, (readings.ward == selections.qward) & (readings.value > selections.above))
+        matches = (readings.ward == selections.qward) & (readings.value > selections.above)
+        parts.append(readings.join(selections, matches)
                      .select("user", "sensor", "value"))
     if any(q["kind"] == "avg" for q in queries):
         averages = F.broadcast(table.where(F.col("kind") == "avg"))

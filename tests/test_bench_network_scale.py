@@ -163,7 +163,8 @@ def test_the_launcher_splits_the_cpu_and_reads_the_start(tmp_path: Path) -> None
     out = tmp_path / "out"
     orphan = "import time; t = time.process_time(); exec('while time.process_time() - t < 0.3: pass')"
     child = (f"import json, pathlib, subprocess, sys; d = pathlib.Path({str(out / 'rows' / 'u1')!r}); "
-             "d.mkdir(parents=True); (d / 'part-0.txt').write_text('{}\\n{}\\n'); (d / '_access.json').write_text('{}'); "
+             "d.mkdir(parents=True); (d / 'part-0.txt').write_text('{}\\n{}\\n'); "
+             "(d / '_access.json').write_text('{}'); "
              f"subprocess.Popen([sys.executable, '-c', {orphan!r}]); "
              "print('network of 2 queries running as 2 pipelines', file=sys.stderr); print(json.dumps({'x': 1.5}))")
     done = subprocess.run([sys.executable, "-m", "bench.network_scale", "launch", str(out), "--", sys.executable,

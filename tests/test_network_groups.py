@@ -27,7 +27,8 @@ CATALOG = load_catalog_text(
     "streams:\n  Readings: {schema: {ts: timestamp, sensor: int, ward: string, value: double}}\n"
     "roles: {Reader: {}}\n"
     "users:\n" + "".join(f"  {u}: {{roles: [Reader], profile: {{ward: {w}}}}}\n" for u, w in USERS.items())
-    + "policies:\n  - {id: by_ward, subject: Reader, streams: [Readings], privilege: read, where: \"ward = self.ward\"}\n")
+    + "policies:\n"
+    "  - {id: by_ward, subject: Reader, streams: [Readings], privilege: read, where: \"ward = self.ward\"}\n")
 T0 = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 
 

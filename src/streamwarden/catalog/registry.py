@@ -309,7 +309,7 @@ def parse_access(line: str, where: str, known: Iterable[str], number: int = 0) -
 Period = tuple[datetime, datetime | None]
 
 
-class ChangeLog(tuple):  # type: ignore[type-arg]  # a tuple of AccessChange, indexed
+class ChangeLog(tuple[AccessChange, ...]):
     """Access changes (a tuple, in the order issued) indexed by scope, query and user, so that a
     network of thousands of queries finds each one's few changes without reading them all
     (:func:`grant_intervals` and :func:`access_periods` use the index when given one).
@@ -318,6 +318,8 @@ class ChangeLog(tuple):  # type: ignore[type-arg]  # a tuple of AccessChange, in
         >>> len(log), [c.line for c in log.of("q1", "ann")], log.of("q2", "ann")
         (1, [1], ())
     """
+
+    _index: dict[tuple[str, str, str], tuple[AccessChange, ...]]
 
     def __new__(cls, changes: Iterable[AccessChange] = ()) -> "ChangeLog":
         log = super().__new__(cls, changes)
