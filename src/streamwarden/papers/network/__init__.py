@@ -4,9 +4,11 @@
   common prefix), DOT rendering;
 * :mod:`~streamwarden.papers.network.switches` — Algorithm 2 (placement) and Algorithm 1 (the
   initial, in-network and terminal switches as stateful objects);
-* :mod:`~streamwarden.papers.network.runner` — a reference executor (tuples and SPs in, each
-  user's results out, operator invocations counted);
-* :mod:`~streamwarden.papers.network.simulator` — §6's simulator (random networks, cost model).
+* :mod:`~streamwarden.papers.network.optimizer` and :mod:`~streamwarden.papers.network.draw` —
+  the network ``explain --network`` draws.
+
+The reference executor the tests hold the switches to is ``tests/oracles/network.py``; §6's
+simulator is ``bench/network_simulator.py``.
 """
 
 from streamwarden.papers.network.dag import Edge, Kind, Network, NetworkBuilder, NetworkError, Vertex, render

@@ -1,4 +1,4 @@
-"""A reference executor for switched networks: tuples and SPs in, per-user results out.
+"""A reference executor for switched networks: tuples and SPs in, per-user results out (a test oracle).
 
 Engine-independent and small, for tests and as the model an engine must match. Input
 is one sequence of events, :class:`Arrival` (a tuple on an input stream) and
