@@ -125,17 +125,6 @@ class SpPolicy:
         return granted and not denied
 
 
-def combine(provider: bool, server: bool | None, mode: str, immutable: bool) -> bool:
-    """Section 4.2: a provider's decision combined with the server's (``None``: no server policy)."""
-    if server is None or immutable:
-        return provider
-    if mode == "union":
-        return provider or server
-    if mode == "intersect":
-        return provider and server
-    raise StreamwardenError(f"combine must be intersect or union, not {mode!r}")
-
-
 # -- JSON-lines records --------------------------------------------------------------------
 #: The largest sequence number an SP may carry: a policy is at most this many SPs, so a
 #: provider cannot grow its shield's state (kept per provider) without bound.
@@ -264,5 +253,5 @@ def sp_records_text(sps: Iterable[SecurityPunctuation], provider_attribute: str 
     return "".join(json.dumps(s.to_record(provider_attribute)) + "\n" for s in sps)
 
 
-__all__ = ["MAX_SN", "SP_FIELDS", "SecurityPunctuation", "SpPolicy", "checked_sp_record", "combine", "sp",
+__all__ = ["MAX_SN", "SP_FIELDS", "SecurityPunctuation", "SpPolicy", "checked_sp_record", "sp",
            "sp_from_record", "sp_records_text"]

@@ -19,8 +19,8 @@ Two steps, and no row crosses into Python:
    payload): a broken SP makes its policy grant nothing (a lost negative SP never turns into
    access), a broken tuple acts on the state as its tuple would; neither leaves.
 
-:class:`streamwarden.security.punctuation.shield.Shield` is the reference the JVM
-operator is tested against.
+The reference the JVM operator is tested against is the Python model in
+``tests/oracles/shield.py``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The Security Shield's state machine (Nehme et al., Fig. 10, with issue 3's precisions).
+"""The Security Shield's state machine (Nehme et al., Fig. 10, with issue 3's precisions): the
+reference model the engine's JVM shield (``ShieldState.java``) is tested against.
 
 One shield per punctuated (sub-)stream sees records in arrival order:
 
@@ -36,7 +37,8 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from streamwarden.catalog.punctuations import SpPolicy, combine, sp_from_record
+from streamwarden.catalog.punctuations import SpPolicy, sp_from_record
+from streamwarden.errors import StreamwardenError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.plan.expr import format_timestamp
 
@@ -204,6 +206,17 @@ def _dump_ts(value: Any) -> object:
 
 def _load_ts(value: object) -> Any:
     return parse_timestamp(value["iso"]) if isinstance(value, dict) else value
+
+
+def combine(provider: bool, server: bool | None, mode: str, immutable: bool) -> bool:
+    """Section 4.2: a provider's decision combined with the server's (``None``: no server policy)."""
+    if server is None or immutable:
+        return provider
+    if mode == "union":
+        return provider or server
+    if mode == "intersect":
+        return provider and server
+    raise StreamwardenError(f"combine must be intersect or union, not {mode!r}")
 
 
 def visible_attributes(governing: GoverningPolicy | None, stream: str, key: object, attributes: list[str],
