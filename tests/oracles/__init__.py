@@ -1,7 +1,9 @@
 """Reference models the tests hold the product to: small, engine-independent, no Spark.
 
-* :mod:`oracles.network` — Zaki et al.'s switched network run one event at a time (tuples
-  and SPs in, each user's results out, operator invocations counted);
+* :mod:`oracles.switches` — Zaki et al.'s privacy switches at work (Algorithm 1), as stateful
+  objects;
+* :mod:`oracles.network` — their switched network run one event at a time (tuples and SPs in,
+  each user's results out, operator invocations counted);
 * :mod:`oracles.shield` — the Security Shield's state machine (Nehme et al.), the model the
   JVM shield is tested against.
 
