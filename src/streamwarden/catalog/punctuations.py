@@ -104,10 +104,6 @@ class SpPolicy:
             k += 1
         return k
 
-    def complete_part(self) -> tuple[SecurityPunctuation, ...]:
-        csn = self.csn
-        return tuple(s for s in self.sps if s.sn <= csn)
-
     @property
     def immutable(self) -> bool:
         return any(s.immutable for s in self.sps)

@@ -22,7 +22,6 @@ if TYPE_CHECKING:  # for annotations only: the catalog's model imports this modu
 
 NUMERIC = frozenset({"int", "long", "double"})
 COMPARISON_OPS = frozenset({"=", "<>", "<", "<=", ">", ">="})
-FLIPPED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 class Expr:
