@@ -224,13 +224,6 @@ def conjoin(parts: list[Expr] | tuple[Expr, ...]) -> Expr:
     return result if result is not None else TRUE
 
 
-def disjoin(parts: list[Expr] | tuple[Expr, ...]) -> Expr:
-    result: Expr | None = None
-    for part in parts:
-        result = part if result is None else Or(result, part)
-    return result if result is not None else Literal(False, "boolean")
-
-
 def rename_relation(expr: Expr, mapping: dict[str, str]) -> Expr:
     """Point columns of relation ``old`` at ``mapping[old]`` (policy stream -> query alias)."""
 
