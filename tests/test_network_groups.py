@@ -213,3 +213,67 @@ def test_network_replay_runs_each_group_as_one_job_with_each_users_rows(spark, t
             json.dumps(r, sort_keys=True) for r in want), user
         assert [r["window_end"] for r in averages] == sorted(r["window_end"] for r in averages)  # by event time
         assert written[(user, "avg")] == len(averages)
+
+
+SHIELDED = load_catalog_text("""
+lattice:
+  classes: {Hospitals: [north, south]}
+streams:
+  Vitals:
+    schema: {ts: timestamp, patient: int, hospital: string, pulse: int}
+    key: patient
+    punctuated_by: patient
+    level: {from: hospital}
+roles: {Doctor: {}, Nurse: {}}
+users:
+  d1: {roles: [Doctor], clearance: "[north]"}
+  d2: {roles: [Doctor], clearance: "[north]"}
+  d3: {roles: [Doctor], clearance: "[south]"}
+  n1: {roles: [Nurse], clearance: "[north]"}
+""")
+
+
+def vitals() -> list[dict]:
+    """Each patient's monitor sends its policy, then its readings: patients 1-2 in the north, 3-4
+    in the south; odd patients let doctors and nurses see them, even ones doctors only."""
+    def at(second: int) -> str:
+        return (T0 + timedelta(seconds=second)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    records: list[dict] = []
+    for patient in (1, 2, 3, 4):
+        records.append({"kind": "sp", "streams": "Vitals", "tuples": "*", "attributes": "*", "sign": "+",
+                        "roles": "{Doctor, Nurse}" if patient % 2 else "Doctor", "ts": at(0), "sn": 1,
+                        "patient": patient})
+    for second in range(1, 120):
+        patient = 1 + second % 4
+        records.append({"ts": at(second), "patient": patient, "hospital": "north" if patient <= 2 else "south",
+                        "pulse": 60 + (second * 7) % 80, "sp_ts": at(0), "sp_csn": 1})
+    return records
+
+
+def test_a_shielded_levelled_stream_has_one_group_per_level_and_role_set_each_user_exact(spark, tmp_path) -> None:
+    limits = {"d1": 70, "d2": 100, "d3": 80, "n1": 90}
+    text = {u: f"SELECT patient, hospital, pulse FROM Vitals WHERE pulse > {c}" for u, c in limits.items()}
+    store = sqlite_url(tmp_path / "store.db")
+    server = AuthorizationServer(store)
+    server.register([own(u, text[u]) for u in limits], SHIELDED)
+    for user in limits:
+        server.open_own(own_id(user, "q1"), user)
+    folder = tmp_path / "in" / "Vitals"
+    write(folder, "a.jsonl", vitals())
+    rt = NetworkRuntime(spark, store, {"Vitals": str(folder)}, tmp_path / "out", tmp_path / "cp").start(
+        available_now=True)
+    try:
+        groups = {u: r.group for r in rt.running.values() for u in r.pipeline.users}
+        # d1 and d2 share one Spark query (north, doctors); d3 (south) and n1 (nurses) each have their own
+        assert groups["d1"] == groups["d2"] and len({groups["d1"], groups["d3"], groups["n1"]}) == 3
+        assert None not in groups.values() and len(rt.streams) == 3
+        rt.await_termination()
+    finally:
+        rt.stop()
+    for user in limits:
+        want = api.replay(SHIELDED, user, text[user], {"Vitals": str(folder)}, spark=spark)
+        assert want, user
+        assert received(spark, tmp_path, user) == Counter(json.dumps(r, sort_keys=True) for r in want), user
+    seen = {u: {json.loads(r)["patient"] for r in received(spark, tmp_path, u)} for u in limits}
+    assert seen["d3"] <= {3, 4} and seen["n1"] <= {1} and seen["d1"] <= {1, 2}  # levels and shields hold

@@ -32,13 +32,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (BooleanType, DataType, DoubleType, IntegerType, LongType, StringType, StructField,
                                StructType, TimestampType)
 
-from streamwarden.catalog.model import StreamDef
+from streamwarden.catalog.lattice import Lattice
+from streamwarden.catalog.model import Catalog
 from streamwarden.engine.columns import CARRIED, GRAPH_OF_MEMBER, MEMBER, param_column, physical_name
 from streamwarden.engine.compiler import EVENT, Inputs, compile_graph
-from streamwarden.engine.execute import GRAPH, output_frame, with_progress
+from streamwarden.engine.execute import GRAPH, output_frame
+from streamwarden.engine.execute import read_relations
 from streamwarden.engine.quarantine import OnBroken
-from streamwarden.engine.sources import as_relation, read_input
-from streamwarden.plan.nodes import Aggregate
+from streamwarden.plan.nodes import Aggregate, LevelGuard, Shield
 from streamwarden.plan.templates import Template, lift_keys
 from streamwarden.security.rewrite.algorithm import AuthorizedGraph
 
@@ -55,12 +56,20 @@ class Member:
     values: tuple[Any, ...]
 
 
-def shared_input(spark: Any, stream: StreamDef, path: str | Path, *, tag: str, streaming: bool = True,
-                 on_broken: OnBroken = "quarantine") -> DataFrame:
-    """The stream, read once for every member (broken records quarantined and counted under
-    ``tag``; ``on_broken="fail"``: the first stops the job, as ``replay`` does)."""
-    raw = read_input(spark, stream, path, streaming=streaming, on_broken=on_broken, metrics_tag=tag)
-    return as_relation(raw, stream, stream.name)
+def shared_input(spark: Any, catalog: Catalog, template: Template, path: str | Path, *, tag: str,
+                 streaming: bool = True, lateness: str = "0 seconds", on_broken: OnBroken = "quarantine"
+                 ) -> DataFrame:
+    """The template's stream, read once for every member of its group as any pipeline reads it
+    (:func:`~streamwarden.engine.execute.read_relations`): through its Security Shield for the
+    template's roles and its level guard at the template's level when it has them, with its
+    event-time watermark when ``streaming``. Broken records are quarantined and counted under
+    ``tag`` (``on_broken="fail"``: the first stops the job, as ``replay`` does)."""
+    shields = {n.stream: n for n in template.reading if isinstance(n, Shield)}
+    guards = [n for n in template.reading if isinstance(n, LevelGuard)]
+    level = (catalog.lattice, guards[0].level) if catalog.lattice is not None and guards else None
+    frames = read_relations(spark, catalog, template.root, {template.stream: path}, streaming=streaming,
+                            lateness=lateness, shields=shields, level=level, metrics_tag=tag, on_broken=on_broken)
+    return frames[template.stream]
 
 
 def key_column(index: int) -> str:
@@ -90,17 +99,14 @@ class SharedAggregate:
         assert window is not None and window.size_seconds is not None  # lift_keys: a [RANGE] window
         return window.size_seconds, window.slide_seconds or window.size_seconds
 
-    def rows(self, relation: DataFrame, *, lateness: str | None, tag: str) -> DataFrame:
-        """Every key value's rows of the aggregate over ``relation`` (the stream in physical names),
-        with ``_event`` (the window's end) and the key columns. ``lateness``: the watermark of a
-        streaming read (None for a batch one)."""
+    def rows(self, relation: DataFrame, lattice: Lattice | None = None) -> DataFrame:
+        """Every key value's rows of the aggregate over ``relation`` (:func:`shared_input`), with
+        ``_event`` (the window's end) and the key columns."""
         stream = self.template.stream
-        if lateness is not None:
-            relation = with_progress(relation, stream, lateness, tag)
         keyed = relation.select("*", *[F.col(physical_name(stream, attribute)).alias(key_column(index))
                                         for attribute, index in self.template.keys])
-        frame = compile_graph(self.lifted, Inputs({stream: keyed}, event_time=True))
-        return output_frame(AuthorizedGraph("shared", self.lifted, "shared", ()), frame)
+        frame = compile_graph(self.lifted, Inputs({stream: keyed}, lattice=lattice, event_time=True))
+        return output_frame(AuthorizedGraph("shared", self.lifted, "shared", ()), frame, lattice)
 
     def member_rows(self, closed: DataFrame, members: Sequence[Member]) -> DataFrame:
         """Each member's rows among ``closed`` (rows of :meth:`rows`): its key values' rows, found by
@@ -116,7 +122,8 @@ class SharedAggregate:
         return joined.select(F.col(EVENT), F.col(MEMBER), F.to_json(F.struct(*payload)).alias(ROW))
 
 
-def shared_rows(batch: DataFrame, templates: Mapping[str, tuple[Template, Sequence[Member]]]) -> DataFrame | None:
+def shared_rows(batch: DataFrame, templates: Mapping[str, tuple[Template, Sequence[Member]]],
+                lattice: Lattice | None = None) -> DataFrame | None:
     """Every member's rows of ``batch`` (the stream's tuples in physical names): ``_event``,
     ``__carry_member`` and ``_row`` (None when no template has a member)."""
     outputs = []
@@ -124,9 +131,9 @@ def shared_rows(batch: DataFrame, templates: Mapping[str, tuple[Template, Sequen
         if not members:
             continue
         joined = _with_members(batch, template, members)
-        frame = compile_graph(template.root, Inputs({template.stream: joined}, event_time=True))
+        frame = compile_graph(template.root, Inputs({template.stream: joined}, lattice=lattice, event_time=True))
         graph = AuthorizedGraph("shared", template.root, "shared", ())
-        out = output_frame(graph, frame)
+        out = output_frame(graph, frame, lattice)
         payload = [F.col(f"`{c}`") for c in out.columns if c != EVENT and not c.startswith(CARRIED)]
         outputs.append(out.select(F.col(EVENT), F.col(MEMBER), F.to_json(F.struct(*payload)).alias(ROW)))
     if not outputs:

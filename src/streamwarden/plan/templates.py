@@ -10,9 +10,11 @@ member's row. Graphs with equal templates share; equality conjuncts on a paramet
 (``ward = ?0``) are returned as *keys*, so an engine can find each tuple's members by a
 hash lookup instead of testing every member.
 
-A template is one plain stream, its secure read view, selections and the projection (what
-evaluates one tuple at a time), optionally under one aggregate over a ``[RANGE]`` window.
-Joins, shields, levels, live action values and ``[ROWS n]`` keep their own plans (None).
+A template is one stream, read through its Security Shield and level guard when it has
+them, its secure read view, selections and the projection (what evaluates one tuple at a
+time), optionally under one aggregate over a ``[RANGE]`` window. The shield's roles and
+the level stay in the plan: members share a template only at one level and with one role
+set. Joins, live action values and ``[ROWS n]`` keep their own plans (None).
 An aggregate's members share its state when every constant is a key (:func:`lift_keys`):
 the aggregate then runs once per key value, and each member reads its key's rows.
 
@@ -34,11 +36,12 @@ from typing import Any
 from streamwarden.plan import expr as E
 from streamwarden.plan.hashing import stable_text
 from streamwarden.language.ast import Window
-from streamwarden.plan.nodes import Aggregate, Filter, Node, Project, SecureView, Source, View, walk
+from streamwarden.plan.nodes import (Aggregate, Filter, LevelGuard, Node, Project, SecureView, Shield, Source, View,
+                                     walk)
 
 #: Literal types a template takes as parameters (a level or a time of day stays in the plan).
 PARAMETER_TYPES = frozenset({"int", "long", "double", "string", "boolean", "timestamp"})
-_SHAREABLE = (Source, SecureView, Filter, Project)
+_SHAREABLE = (Source, SecureView, Filter, Project, Shield, LevelGuard)
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,23 @@ class Template:
     @property
     def stream(self) -> str:
         return next(n.stream for n in walk(self.root) if isinstance(n, Source))
+
+    @property
+    def reading(self) -> tuple[Node, ...]:
+        """How the stream is read, which the template's members share: its shield and level guard."""
+        return tuple(n for n in walk(self.root) if isinstance(n, (Shield, LevelGuard)))
+
+    @property
+    def reading_key(self) -> str:
+        """What :attr:`reading` depends on: the shield's roles and server policies, and the level
+        (not where the rewriter placed the shield, which changes the cost only)."""
+        parts: list[object] = []
+        for node in self.reading:
+            if isinstance(node, Shield):
+                parts.append(("shield", node.key, node.roles, node.server, node.combine, node.grant_only))
+            elif isinstance(node, LevelGuard):
+                parts.append(("level", node.level, node.source))
+        return stable_text(tuple(parts))
 
     @property
     def stateful(self) -> bool:
@@ -116,6 +136,10 @@ def parameterize(root: Node) -> Template | None:
             views = tuple(View(v.policy_id, constant(v.condition), None if v.attributes is None else frozenset(
                 (source.stream if r == source.relation else r, a) for r, a in v.attributes)) for v in node.views)
             return replace(node, child=child, views=views)
+        if isinstance(node, Shield):  # its reason quotes the member's selectivity: an explanation, not the plan
+            return replace(node, child=child, relation=source.stream, reason="")
+        if isinstance(node, LevelGuard):
+            return replace(node, child=child, relation=source.stream)
         assert isinstance(node, Project)
         return replace(node, child=child, items=tuple((name, rename(e)) for name, e in node.items))
 

@@ -26,10 +26,14 @@ the same rows as a pipeline of its own started from the input's beginning; for a
 aggregate group, the windows the group closed before N (a window still open at N is in
 the group's state, the joiner's data included, and reaches it when it closes).
 
+A stream read through a Security Shield or a level guard has a group per role set and
+level (the template's shield and guard: members share how the stream is read); levels
+never share an operator, state or watermark.
+
 What a group does not host keeps its own pipeline: joins, aggregates with a member's own
 constant outside the keys (``WHERE value > 4``), a pipeline with an aggregate and a second
-graph, punctuated streams, security levels, live action values, ``ON RESULT``, and
-pipelines that already ran as their own Spark query (their checkpoint holds where they are).
+graph, live action values, ``ON RESULT``, and pipelines that already ran as their own
+Spark query (their checkpoint holds where they are).
 
     >>> # group = StreamGroup(runtime, "Readings"); group.host(running, hosting)
 """
@@ -61,6 +65,7 @@ from streamwarden.engine.shared import (ROW, TO, Member, SharedAggregate, shared
 from streamwarden.engine.sinks import committed_batches, start_writer, stream_writer
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import make_private, private_dir, safe_path
+from streamwarden.plan.hashing import stable_text
 from streamwarden.plan.templates import Template, parameterize
 from streamwarden.runtime.deliveries import record_delivery
 from streamwarden.runtime.plan import Pipeline
@@ -83,6 +88,11 @@ class Hosting:
     graphs: tuple[tuple[str, Template], ...]  # (graph id, template)
     aggregate: SharedAggregate | None = None
 
+    @property
+    def reading(self) -> Template:
+        """A template of the group's: how it reads its stream (every member's is the same)."""
+        return self.graphs[0][1]
+
 
 def hosting(pipeline: Pipeline, catalog: Catalog, checkpoint: Path) -> Hosting | None:
     """The pipeline's place in a group, or None when it keeps a pipeline of its own (see the
@@ -94,7 +104,7 @@ def hosting(pipeline: Pipeline, catalog: Catalog, checkpoint: Path) -> Hosting |
 
 def place_of(rewriting: Rewriting, catalog: Catalog) -> Hosting | None:
     """The group that can run ``rewriting``'s graphs with others', or None (see the module docstring)."""
-    if catalog.lattice is not None or rewriting.on_result or not rewriting.deployed:
+    if rewriting.on_result or not rewriting.deployed:
         return None
     graphs = []
     for graph in rewriting.deployed:
@@ -106,17 +116,23 @@ def place_of(rewriting: Rewriting, catalog: Catalog) -> Hosting | None:
     if len(streams) != 1:
         return None
     stream = streams.pop()
-    if catalog.streams[stream].punctuated:
-        return None
+    readings = {t.reading_key for _, t in graphs}
+    if len(readings) != 1:
+        return None  # graphs reading the stream for different roles or levels
     stateful = [t for _, t in graphs if t.stateful]
-    if not stateful:
-        return Hosting(stream, stream, tuple(graphs))
+    if not stateful:  # the stream's tuple group, one per shield and level the stream is read through
+        reading = readings.pop()
+        return Hosting(stream if reading == stable_text(()) else f"{stream}_read{_short_hash(reading)}", stream,
+                       tuple(graphs))
     aggregate = SharedAggregate.of(stateful[0]) if len(graphs) == 1 else None
     if aggregate is None:
         return None
     # one group per shared plan: the plan's text names it, the same in every process
-    name = f"{stream}_agg{hashlib.sha256(aggregate.template.key.encode()).hexdigest()[:12]}"
-    return Hosting(name, stream, tuple(graphs), aggregate)
+    return Hosting(f"{stream}_agg{_short_hash(aggregate.template.key)}", stream, tuple(graphs), aggregate)
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 class StreamGroup:
@@ -127,6 +143,7 @@ class StreamGroup:
         self.key = place.group
         self.stream = place.stream
         self.aggregate = place.aggregate
+        self.reading = place.reading
         self.checkpoint = runtime.root / GROUPS / place.group
         self.members: dict[str, tuple["_Running", Hosting]] = {}  # by pipeline name
         self.query: StreamingQuery | None = None
@@ -152,9 +169,10 @@ class StreamGroup:
         runtime = self.runtime
         private_dir(self.checkpoint)
         tag = _tag(self.key)
-        frame = shared_input(runtime.spark, catalog.streams[self.stream], str(runtime.inputs[self.stream]), tag=tag)
+        frame = shared_input(runtime.spark, catalog, self.reading, runtime.inputs[self.stream], tag=tag,
+                             lateness=runtime.lateness)
         if self.aggregate is not None:  # the windows' rows per key value, as the watermark closes them
-            frame = self.aggregate.rows(frame, lateness=runtime.lateness, tag=tag)
+            frame = self.aggregate.rows(frame, catalog.lattice)
         writer = stream_writer(frame, self.checkpoint / "spark", trigger=runtime.trigger,
                                available_now=runtime.available_now, query_name=self.name, each_batch=self._batch)
         self.query = start_writer(writer, runtime.spark)
@@ -221,7 +239,7 @@ class StreamGroup:
         for index, (_, place) in members.items():
             for graph, template in place.graphs:
                 templates.setdefault(template.key, (template, []))[1].append(Member(index, graph, template.values))
-        return shared_rows(frame, templates)
+        return shared_rows(frame, templates, self.runtime.catalog.lattice if self.runtime.catalog else None)
 
     def _decide(self, batch_id: int) -> dict[str, Any]:
         """Who is a member and who receives which event times in micro-batch ``batch_id``: decided
@@ -329,9 +347,9 @@ class StreamGroup:
         try:
             catalog = runtime.catalog
             assert catalog is not None
-            history = shared_input(spark, catalog.streams[self.stream], links, tag=_tag(self.key), streaming=False)
+            history = shared_input(spark, catalog, self.reading, links, tag=_tag(self.key), streaming=False)
             if self.aggregate is not None:  # the windows the group closed before batch_id, per key value
-                history = self.aggregate.rows(history, lateness=None, tag=_tag(self.key))
+                history = self.aggregate.rows(history, catalog.lattice)
                 history = history.filter(F.col(EVENT) <= F.lit(self._closed_before(batch_id)))
             rows = self._member_rows(history, joiners)
             if rows is None:

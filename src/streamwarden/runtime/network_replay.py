@@ -29,6 +29,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from streamwarden.catalog.lattice import Lattice
 from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import AccessChange, Period, RegisteredQuery, grant_intervals
 from streamwarden.engine.compiler import EVENT
@@ -131,9 +132,9 @@ class _SharedReplay:
             place = group.place
             staging = output / f".staging-{name}"
             with input_errors():
-                relation = shared_input(spark, self.catalog.streams[place.stream], self.inputs[place.stream],
-                                        tag="", streaming=False, on_broken="fail")
-                rows = self._rows(relation, group)
+                relation = shared_input(spark, self.catalog, place.reading, self.inputs[place.stream], tag="",
+                                        streaming=False, on_broken="fail")
+                rows = self._rows(relation, group, self.catalog.lattice)
                 periods = [(r, recipient.member, start, end) for r, recipient in enumerate(group.recipients)
                            for start, end in recipient.periods]
                 write_per_recipient(rows, periods, staging, ordered=True)
@@ -147,15 +148,15 @@ class _SharedReplay:
         return written
 
     @staticmethod
-    def _rows(relation: DataFrame, group: _Group) -> DataFrame:
+    def _rows(relation: DataFrame, group: _Group, lattice: Lattice | None) -> DataFrame:
         listed = group.listed()
         aggregate = group.place.aggregate
         if aggregate is not None:
-            return aggregate.member_rows(aggregate.rows(relation, lateness=None, tag=""), [m for _, m in listed])
+            return aggregate.member_rows(aggregate.rows(relation, lattice), [m for _, m in listed])
         templates: dict[str, tuple[Template, list[Member]]] = {}
         for template, member in listed:
             templates.setdefault(template.key, (template, []))[1].append(member)
-        rows = shared_rows(relation, templates)
+        rows = shared_rows(relation, templates, lattice)
         assert rows is not None  # every member has a graph (place_of: deployed graphs only)
         return rows
 
