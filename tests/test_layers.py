@@ -26,7 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "engine": {"language", "catalog", "plan", "security"},
     "runtime": {"language", "catalog", "plan", "security", "engine"},
     "explain": {"language", "catalog", "plan", "security", "papers", "engine"},
-    "api": {"language", "catalog", "plan", "security", "engine", "runtime", "explain"},
+    "api": {"language", "catalog", "plan", "security", "papers", "engine", "runtime", "explain"},
     "service": {"language", "catalog", "plan", "security", "engine", "runtime", "explain"},
     "cli": {"language", "catalog", "plan", "security", "papers", "engine", "runtime", "explain", "api", "demo",
             "datagen", "service", "__init__"},

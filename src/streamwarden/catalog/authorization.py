@@ -245,7 +245,7 @@ class AuthorizationServer:
         """Grant ``user`` access to ``query`` from ``ts`` (default: now), until ``until`` if given.
         For a user's own query this also lifts an admin's revocation of the streams it reads.
         Returns the changes recorded."""
-        if until is not None and _time(until) <= _time(ts):
+        if until is not None and change_time(until) <= change_time(ts):
             raise StreamwardenError(f"a grant must expire after it starts ({until} is not after {ts or 'now'})")
         self.check(query, user)
         recorded = self._change(query, user, True, ts)
@@ -292,7 +292,7 @@ class AuthorizationServer:
 
     def _change(self, query: str, user: str, grant: bool, ts: str | datetime | None) -> list[AccessChange]:
         """An admin's change: on an own query, the same change of its streams for its owner."""
-        when = _time(ts)  # one instant for the query and its streams
+        when = change_time(ts)  # one instant for the query and its streams
         recorded = [self._record(query, user, grant, when)]
         registered = self.registration(query)
         if registered is not None and registered.owner == user:
@@ -301,7 +301,7 @@ class AuthorizationServer:
 
     def _record(self, query: str, user: str, grant: bool, ts: str | datetime | None, *,
                 scope: str = QUERY) -> AccessChange:
-        when = _time(ts)
+        when = change_time(ts)
         incarnation = self.store.incarnations().get(user)
         with self.store.engine.begin() as conn:
             rid = None if scope == STREAM else conn.execute(
@@ -404,7 +404,8 @@ def _default_sp_folder(url: str) -> Path | None:
     return None
 
 
-def _time(ts: str | datetime | None) -> datetime:
+def change_time(ts: str | datetime | None) -> datetime:
+    """The instant a change applies from: ``ts`` in UTC (ISO-8601 text or a datetime), now when None."""
     if ts is None:
         return datetime.now(timezone.utc)
     if isinstance(ts, datetime):
@@ -415,4 +416,4 @@ def _time(ts: str | datetime | None) -> datetime:
         raise StreamwardenError(f"{ts!r} is not an ISO-8601 timestamp") from None
 
 
-__all__ = ["SP_SCHEMA", "AuthorizationServer"]
+__all__ = ["SP_SCHEMA", "AuthorizationServer", "change_time"]

@@ -627,12 +627,12 @@ def _quiet_stop(runner: Any) -> None:
 
 def _access_change(args: argparse.Namespace) -> int:
     """``grant``/``revoke``: only on a store that exists, for a registered query and a known user."""
-    from streamwarden.catalog.authorization import AuthorizationServer, _time
+    from streamwarden.catalog.authorization import AuthorizationServer, change_time
 
     server = AuthorizationServer.existing(args.store, args.sp_folder)
     for note in server.check(args.query, args.user, strict=True):
         print(f"note: {note}", file=sys.stderr)
-    when = _time(args.ts)
+    when = change_time(args.ts)
     if args.command == "grant":
         server.grant(args.query, args.user, when, until=args.until)
     else:

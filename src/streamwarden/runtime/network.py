@@ -73,7 +73,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -878,4 +878,17 @@ def default_checkpoint_root(home: str | Path, output_dir: str | Path) -> Path:
     return Path(home) / "checkpoints" / f"network-{key}"
 
 
-__all__ = ["MARKER", "STATUS", "NetworkRuntime", "default_checkpoint_root", "read_status", "read_user_rows"]
+def forget_query(output_dir: str | Path, query: str, users: Iterable[str], checkpoint_root: str | Path | None = None
+                 ) -> None:
+    """Remove what ``query`` left: each of ``users``' rows and status of it and, with the network's
+    ``checkpoint_root``, its state and handover marks, so that a query registered again under its
+    id starts afresh. Only for a query no pipeline runs any more (unregistered, and the running
+    network has applied that): a running pipeline would write into the folders as they go."""
+    for user in users:
+        shutil.rmtree(safe_path(output_dir, user, query), ignore_errors=True)
+    if checkpoint_root is not None:
+        shutil.rmtree(safe_path(checkpoint_root, query), ignore_errors=True)
+
+
+__all__ = ["MARKER", "STATUS", "NetworkRuntime", "default_checkpoint_root", "forget_query", "read_status",
+           "read_user_rows"]
