@@ -129,3 +129,28 @@ def test_forget_query_refuses_a_name_that_leaves_its_folder(tmp_path: Path) -> N
         with pytest.raises(UnsafePath):
             api.forget_query(tmp_path / "out", query, users, tmp_path / "out")
     assert (tmp_path / "keep").is_dir()
+
+
+# -- the package: every public name, each from its module, loaded on first use ----------------------
+def test_every_public_name_resolves_to_its_modules_own() -> None:
+    import ast
+    import importlib
+
+    tree = ast.parse(Path(api.__file__).read_text())
+    declared = {alias.name: node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                and (node.module or "").startswith("streamwarden.api.") for alias in node.names}
+    assert sorted(declared) == sorted(api.__all__)  # what type checkers see is what programs get
+    for name, module in declared.items():
+        assert name in importlib.import_module(module).__all__ and getattr(api, name) is \
+            getattr(importlib.import_module(module), name), name
+    with pytest.raises(AttributeError):
+        api.no_such_name  # noqa: B018
+
+
+def test_the_store_help_loads_no_spark() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys; from streamwarden import api; api.STORE_HELP; print('pyspark' in sys.modules)"
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert shown.stdout.strip() == "False"  # `streamwarden --help` and usage errors stay quick

@@ -1,7 +1,7 @@
-"""Catalogs, the store, registrations and grants: the data the network runs on.
+"""Catalogs, registrations and grants: the data the network runs on.
 
 A catalog (streams, roles, users, actions, policies) is loaded from YAML and kept in a
-store (any SQLAlchemy URL, :data:`STORE_HELP`) together with the live action values, the
+store (:mod:`streamwarden.api.store`) together with the live action values, the
 registered queries and the log of access changes (grants and revocations) that an
 :class:`AuthorizationServer` records.
 
@@ -17,7 +17,6 @@ registered queries and the log of access changes (grants and revocations) that a
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import Sequence
@@ -27,9 +26,7 @@ from streamwarden.catalog.loader import load_catalog, load_catalog_text
 from streamwarden.catalog.model import Catalog, StreamDef
 from streamwarden.catalog.registry import (STREAM, AccessChange, RegisteredQuery, access_periods, load_access,
                                            load_queries, own_id, parse_own_id)
-from streamwarden.catalog.store import STORE_HELP, CatalogStore, NoStore, UnknownName, default_store
-from streamwarden.errors import StreamwardenError
-from streamwarden.names import inside
+from streamwarden.catalog.store import CatalogStore
 
 
 def access_time(ts: str | datetime | None) -> datetime:
@@ -64,32 +61,8 @@ def update_catalog(catalog: Catalog | str | Path, store_url: str | None = None) 
     CatalogStore(store_url).save(catalog if isinstance(catalog, Catalog) else load_catalog(catalog))
 
 
-def check_store_outside(store_url: str | None, folder: str | os.PathLike[str], what: str) -> None:
-    """Refuse a SQLite store (every user's grants, the live state) that lies inside ``folder``,
-    an output folder described by ``what`` (e.g. ``"the output folder"``). Creates nothing.
-
-        >>> import tempfile
-        >>> home = tempfile.mkdtemp()
-        >>> check_store_outside(f"sqlite:///{home}/out/c.db", f"{home}/out", "the output folder")
-        ... # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        streamwarden.errors.StreamwardenError: the store .../out/c.db lies inside the output folder .../out: ...
-    """
-    store = CatalogStore(store_url, create=False)
-    if store.path is not None and inside(store.path, folder):
-        raise StreamwardenError(f"the store {store.path} lies inside {what} {folder}: it holds every user's grants, "
-                                "so keep it out of any output folder (--store elsewhere)")
-
-
-def store_log_dir(store_url: str | None = None) -> Path:
-    """``logs/`` next to the store (default: :func:`default_store`), where Spark's own log goes
-    unless told otherwise; creates nothing."""
-    return CatalogStore(store_url, create=False).home / "logs"
-
-
 __all__ = [
-    "STORE_HELP", "STREAM", "AccessChange", "AuthorizationServer", "Catalog", "CatalogStore", "NoStore",
-    "RegisteredQuery", "StreamDef", "UnknownName", "access_periods", "access_time", "check_store_outside",
-    "default_store", "load_access", "load_catalog", "load_catalog_text", "load_queries", "own_id", "parse_own_id",
-    "register", "store_log_dir", "unregister", "update_catalog",
+    "STREAM", "AccessChange", "AuthorizationServer", "Catalog", "RegisteredQuery", "StreamDef", "access_periods",
+    "access_time", "load_access", "load_catalog", "load_catalog_text", "load_queries", "own_id", "parse_own_id",
+    "register", "unregister", "update_catalog",
 ]

@@ -5,7 +5,7 @@ hash is kept. The functions here are those of :mod:`streamwarden.catalog.identit
 :mod:`streamwarden.catalog.audit` that the command line and the service use.
 
     >>> import os, tempfile
-    >>> from streamwarden.api.catalog import CatalogStore, load_catalog_text
+    >>> from streamwarden.api import CatalogStore, load_catalog_text
     >>> url = "sqlite:///" + os.path.join(tempfile.mkdtemp(), "c.db")
     >>> _ = CatalogStore(url).save(load_catalog_text("streams: {S: {schema: {ts: timestamp}}}\\nusers: {ann: {}}"))
     >>> authenticate(url, create_token(url, "ann")).label

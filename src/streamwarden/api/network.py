@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from streamwarden.api.catalog import check_store_outside
+from streamwarden.api.store import check_store_outside
 from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import AccessChange, RegisteredQuery
