@@ -595,7 +595,7 @@ def _network_run(args: argparse.Namespace) -> int:
     inputs, lateness, trigger = _inputs(args.input), _lateness(args.lateness), _trigger(args.trigger)
     with _warning_lines("streamwarden.network"):  # quarantined records and failed pipelines: one line each
         runtime = api.run_network(inputs, args.output_dir, store_url=args.store, catalog=catalog, queries=queries,
-                                  checkpoint_root=args.checkpoint, lateness=lateness, trigger=trigger,
+                                  checkpoint_root=args.checkpoint or None, lateness=lateness, trigger=trigger,
                                   available_now=args.available_now)
         info = api.network_info(runtime)
         until = "until its input is processed" if args.available_now else "Ctrl-C to stop"
@@ -730,7 +730,7 @@ def _token(args: argparse.Namespace) -> int:
         return 0
     with _Audited(store, "token.create", target) as change:
         token = api.create_token(store, args.user, admin=args.admin, expires=expires,
-                                      provider_stream=args.provider, provider_key=args.key)
+                                 provider_stream=args.provider, provider_key=args.key)
         token_id = api.token_id(token)
         assert token_id is not None  # a token just made is well formed
         change.detail.update(token_id=token_id, admin=args.admin, expires=args.expires)
@@ -764,8 +764,8 @@ class _Audited:
             return False  # unexpected: reported as such, nothing to record
         outcome, detail = ("ok", self.detail) if exc is None else ("refused", {"error": type(exc).__name__})
         try:
-            api.append_audit(self.store, _cli_principal(), self.action, self.target, outcome, request_id=self.request,
-                   detail=detail)
+            api.append_audit(self.store, _cli_principal(), self.action, self.target, outcome,
+                             request_id=self.request, detail=detail)
         except BaseException:
             if exc is None and self.undo is not None:
                 self.undo()
