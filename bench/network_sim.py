@@ -1,7 +1,7 @@
 """Shared operator networks with privacy switches, simulated (Zaki et al. §6).
 
 The declaration (:func:`experiment`) for :mod:`bench.suite`. Pure Python (no Spark):
-:func:`streamwarden.papers.network.simulator.simulate` generates random shared-operator
+:func:`bench.network_simulator.simulate` generates random shared-operator
 networks, places the switches with Algorithm 2 and prices each network for 1,000 input
 tuples with the paper's cost model (upper bound). Each point is one pipeline, averaging
 ``networks`` networks from one seeded generator (seeds 2021, 2022, ... in declaration
@@ -27,8 +27,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from streamwarden.papers.network.simulator import CostModel, SimConfig, loss_patterns, simulate
-
+from bench.network_simulator import CostModel, SimConfig, loss_patterns, simulate
 from bench.suite.experiment import (Column, Experiment, Facts, Local, Measured, Pipeline, Plot, Table, Target,
                                     Verdict, Workload)
 
@@ -199,15 +198,14 @@ NOTES = (
     f"on average {PAPER_FIG9_SWITCHES} switches over ~{PAPER_FIG9_OPERATORS} operators, and switches save about "
     f"{PAPER_LOSS_SAVINGS_PCT[2]:g} % when two of three queries lose access, {PAPER_LOSS_SAVINGS_PCT[1]:g} % for "
     "one, more at lower degrees of sharing (§6.3).",
-    "Simulated with `streamwarden.papers.network.simulator` (pure Python, no Spark): random shared-operator "
+    "Simulated with `bench/network_simulator.py` (pure Python, no Spark): random shared-operator "
     f"networks with {STREAMS} input streams and {USERS} users (each assigned to one query output at random, every "
     "query with at least one), generated with the join-push-down rule (SELECTs, then JOINs, then a final PROJECT "
     "along every path); Algorithm 2 places the switches. Cost model (the paper's upper bound for 1,000 input "
     "tuples): every operator processes all 1,000 tuples unless a switch shuts it off; 0.1 ms per tuple for SELECT "
     "and PROJECT, 0.3 ms for JOIN, 0.1 ms per SP at a switch; every 100 tuples an SP for each user, injected into "
     "every stream of the user's query, which every switch downstream of such a stream processes (matching or "
-    "not). Generator and cost model in detail: the module docstring of "
-    "`streamwarden/papers/network/simulator.py`.",
+    "not). Generator and cost model in detail: the module docstring of `bench/network_simulator.py`.",
     "*No sharing*: each user runs their own copy of their query's operators. *Shared, no PrSs*: the same network "
     "with a post-filter at each query output (priced like a terminal switch); savings under access loss are "
     "against it. *Sharing saves*: shared (no PrSs) against no sharing; *switches add*: with PrSs against "

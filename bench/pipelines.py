@@ -99,8 +99,16 @@ def secfilter_predicate(catalog: Catalog, user: str, plan: Node) -> E.Expr:
             if view.attributes is not None:
                 raise ValueError(f"policy {policy.id} masks attributes: post-filtering would not match")
             conditions.append(view.condition)
-        per_input.append(E.disjoin(conditions))  # no policy: FALSE, nothing passes
+        per_input.append(_disjoin(conditions))  # no policy: FALSE, nothing passes
     return E.conjoin(per_input)
+
+
+def _disjoin(parts: list[E.Expr]) -> E.Expr:
+    """``parts`` joined by OR; FALSE when there are none."""
+    result: E.Expr | None = None
+    for part in parts:
+        result = part if result is None else E.Or(result, part)
+    return result if result is not None else E.Literal(False, "boolean")
 
 
 def post_filtering(spark: SparkSession, catalog: Catalog, rewriting: Rewriting, paths: Mapping[str, str],

@@ -28,13 +28,30 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from bench.suite.job import process_tree_cpu_s  # noqa: F401  (re-exported for the benchmarks)
-from streamwarden.engine.session import sql_conf  # noqa: F401  (re-exported for the benchmarks)
+
+
+@contextmanager
+def sql_conf(spark: SparkSession, key: str, value: str | None) -> Iterator[None]:
+    """Set a runtime SQL option inside the block (``None``: leave it alone), then restore it."""
+    if value is None:
+        yield
+        return
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
 
 
 def last_job_id(store: Any) -> int:

@@ -38,3 +38,12 @@ def test_runs_are_reproducible(tmp_path: Path):
     e = network_sim.experiment(events=5)
     first, second = (e.pipeline("fig8/5 q, 25 ops/60%").run.call(tmp_path, tmp_path) for _ in range(2))
     assert first == second
+
+
+def test_the_simulators_docstring_examples():
+    """bench/ is not among pytest's doctest paths: the simulator's examples run here."""
+    import doctest
+
+    from bench import network_simulator
+
+    assert doctest.testmod(network_simulator).failed == 0

@@ -13,7 +13,6 @@ import pytest
 from streamwarden.datagen.__main__ import main
 from streamwarden.datagen.cloud import (
     DEFAULT_CLASSES,
-    MESSAGE_LOG_FIELDS,
     CloudAudit,
     Episode,
     company_name,
@@ -24,6 +23,8 @@ from streamwarden.datagen.cloud import (
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z$")
 START = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 FOUR_CLASSES = {"Banks": ["1", "2", "3"], "Clouds": ["A", "B"], "Mail": ["x", "y"], "Pay": ["P"]}
+#: A MessageLog record's fields, in order (the module docstring's record contract).
+MESSAGE_LOG_FIELDS = ("ts", "serviceId", "msgType", "sender", "receiver", "outcome")
 
 
 @pytest.fixture(scope="module")

@@ -26,11 +26,12 @@ from streamwarden.datagen.punctuated import (
     write_health,
     write_jsonl,
 )
-from streamwarden.catalog.punctuations import SpPolicy, sp_from_record
+from streamwarden.catalog.punctuations import sp_from_record
 from streamwarden.engine.shield.files import punctuated_files
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.language.patterns import parse_pattern
-from streamwarden.security.punctuation.shield import Shield, visible_attributes
+
+from oracles.shield import Shield, SpPolicy, visible_attributes
 
 HEALTH_CATALOG = ROOT / "examples" / "health.yaml"
 SMALL = dict(patients=5, minutes=10, interval_s=10.0, changes=2, seed=11)

@@ -27,12 +27,13 @@ from streamwarden.errors import StreamwardenError
 from streamwarden.papers.network import dag as dag_module
 from streamwarden.papers.network.dag import (GraphvizNotFound, Kind, Network, NetworkBuilder, NetworkError, Vertex,
                                              render)
-from streamwarden.papers.network.runner import Arrival, HashSemantics, NetworkRunner, Row, Semantics, in_order
-from streamwarden.papers.network.simulator import (CostModel, Generated, SimConfig, loss_patterns, network_costs,
-                                            random_network, simulate)
-from streamwarden.papers.network.switches import (SP, CounterState, InitialSwitch, InNetworkSwitch, SpAction,
-                                           SwitchError, SwitchKind, TerminalState, TerminalSwitch, changes_only,
-                                           place_switches, state_from_dict)
+from streamwarden.papers.network.switches import SwitchError, SwitchKind, place_switches
+
+from bench.network_simulator import (CostModel, Generated, SimConfig, loss_patterns, network_costs, random_network,
+                                     simulate)
+from oracles.network import Arrival, HashSemantics, NetworkRunner, Row, Semantics, in_order
+from oracles.switches import (SP, CounterState, InitialSwitch, InNetworkSwitch, SpAction, TerminalState,
+                              TerminalSwitch, changes_only, state_from_dict)
 
 PROPERTIES = settings(max_examples=120, deadline=None, derandomize=True,
                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -133,3 +133,147 @@ def test_a_group_batch_run_again_after_a_crash_delivers_what_it_did(spark, tmp_p
     for user in USERS:
         rows = read_user_rows(spark, tmp_path / "out", user, own_id(user, "q1"))
         assert len(rows) == sum(logged[user]), user
+
+
+AVERAGE = "SELECT AVG(value) AS avg, COUNT(value) AS n FROM Readings [RANGE 1 minute]"
+
+
+def closer(folder: Path, name: str, seconds: int) -> None:
+    """A reading of a ward no user sees, hours later: the next micro-batch's watermark closes every window."""
+    write(folder, name, [{"ts": (T0 + timedelta(hours=2, seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                          "sensor": 0, "ward": "w9", "value": 0.0}])
+
+
+def expected_average(spark, folder: Path, user: str) -> Counter:  # type: ignore[no-untyped-def]
+    rows = api.replay(CATALOG, user, AVERAGE, {"Readings": str(folder)}, spark=spark)
+    assert rows, user
+    return Counter(json.dumps(r, sort_keys=True) for r in rows)
+
+
+def test_users_averages_share_one_aggregate_per_ward_and_a_late_joiner_gets_the_closed_windows(spark, tmp_path):
+    store = sqlite_url(tmp_path / "store.db")
+    server = AuthorizationServer(store)
+    first, late = list(USERS)[:2], list(USERS)[2:]  # u0, u1 (wards w0, w1) first; then w2, w0 again, ...
+    server.register([own(u, AVERAGE) for u in first], CATALOG)
+    for user in first:
+        server.open_own(own_id(user, "q1"), user)
+    folder = tmp_path / "in" / "Readings"
+    write(folder, "a.jsonl", readings(0, 200))
+    rt = NetworkRuntime(spark, store, {"Readings": str(folder)}, tmp_path / "out", tmp_path / "cp",
+                        trigger="1 second").start()
+    try:
+        rt.process_all_available()
+        assert [s.name for s in rt.streams] == [next(iter(rt.groups.values())).name]  # one query, one aggregate
+        (name, group), = rt.groups.items()
+        assert name.startswith("Readings_agg") and all(r.group == name for r in rt.running.values())
+        write(folder, "b.jsonl", readings(200, 100))  # closes windows the late joiners did not see
+        rt.process_all_available()
+        server.register([own(u, AVERAGE) for u in late])  # registered while it runs: no restart
+        for user in late:
+            server.open_own(own_id(user, "q1"), user)
+        assert rt.poll()
+        write(folder, "c.jsonl", readings(300, 100))
+        rt.process_all_available()
+        closer(folder, "d.jsonl", 0)
+        rt.process_all_available()
+        closer(folder, "e.jsonl", 1)
+        rt.process_all_available()
+        assert rt.groups[name].query is group.query and len(rt.streams) == 1  # the same Spark query all along
+    finally:
+        rt.stop()
+    for user in USERS:
+        assert received(spark, tmp_path, user) == expected_average(spark, folder, user), user
+
+
+def test_network_replay_runs_each_group_as_one_job_with_each_users_rows(spark, tmp_path, monkeypatch) -> None:
+    from streamwarden.catalog.registry import AccessChange
+    from streamwarden.runtime import network_replay
+
+    folder = tmp_path / "in" / "Readings"
+    write(folder, "a.jsonl", readings(0, 400))
+    queries = [RegisteredQuery(f"sel_{u}", (u,), query(u)) for u in USERS]
+    queries += [RegisteredQuery("avg", tuple(USERS), AVERAGE)]
+    cut = T0 + timedelta(minutes=3)
+    changes = [AccessChange(T0 - timedelta(days=1), q.id, u, True, i) for i, q in enumerate(queries) for u in q.users]
+    changes.append(AccessChange(cut, "avg", "u1", False, len(changes)))  # u1's averages stop at 10:03
+
+    def no_job_of_its_own(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("a group hosts every query here: no job of its own")
+
+    monkeypatch.setattr(network_replay, "build_job", no_job_of_its_own)
+    written = network_replay.replay_network(spark, CATALOG, queries, changes, {"Readings": str(folder)},
+                                            tmp_path / "out")
+    for user in USERS:
+        lines = (tmp_path / "out" / user / f"sel_{user}.jsonl").read_text().splitlines()
+        assert Counter(json.dumps(json.loads(x), sort_keys=True) for x in lines) == expected(spark, tmp_path, user)
+        averages = [json.loads(x) for x in (tmp_path / "out" / user / "avg.jsonl").read_text().splitlines()]
+        want = [r for r in api.replay(CATALOG, user, AVERAGE, {"Readings": str(folder)}, spark=spark)
+                if user != "u1" or r["window_end"] < cut.strftime("%Y-%m-%dT%H:%M:%SZ")]  # [from, until)
+        assert Counter(json.dumps(r, sort_keys=True) for r in averages) == Counter(
+            json.dumps(r, sort_keys=True) for r in want), user
+        assert [r["window_end"] for r in averages] == sorted(r["window_end"] for r in averages)  # by event time
+        assert written[(user, "avg")] == len(averages)
+
+
+SHIELDED = load_catalog_text("""
+lattice:
+  classes: {Hospitals: [north, south]}
+streams:
+  Vitals:
+    schema: {ts: timestamp, patient: int, hospital: string, pulse: int}
+    key: patient
+    punctuated_by: patient
+    level: {from: hospital}
+roles: {Doctor: {}, Nurse: {}}
+users:
+  d1: {roles: [Doctor], clearance: "[north]"}
+  d2: {roles: [Doctor], clearance: "[north]"}
+  d3: {roles: [Doctor], clearance: "[south]"}
+  n1: {roles: [Nurse], clearance: "[north]"}
+""")
+
+
+def vitals() -> list[dict]:
+    """Each patient's monitor sends its policy, then its readings: patients 1-2 in the north, 3-4
+    in the south; odd patients let doctors and nurses see them, even ones doctors only."""
+    def at(second: int) -> str:
+        return (T0 + timedelta(seconds=second)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    records: list[dict] = []
+    for patient in (1, 2, 3, 4):
+        records.append({"kind": "sp", "streams": "Vitals", "tuples": "*", "attributes": "*", "sign": "+",
+                        "roles": "{Doctor, Nurse}" if patient % 2 else "Doctor", "ts": at(0), "sn": 1,
+                        "patient": patient})
+    for second in range(1, 120):
+        patient = 1 + second % 4
+        records.append({"ts": at(second), "patient": patient, "hospital": "north" if patient <= 2 else "south",
+                        "pulse": 60 + (second * 7) % 80, "sp_ts": at(0), "sp_csn": 1})
+    return records
+
+
+def test_a_shielded_levelled_stream_has_one_group_per_level_and_role_set_each_user_exact(spark, tmp_path) -> None:
+    limits = {"d1": 70, "d2": 100, "d3": 80, "n1": 90}
+    text = {u: f"SELECT patient, hospital, pulse FROM Vitals WHERE pulse > {c}" for u, c in limits.items()}
+    store = sqlite_url(tmp_path / "store.db")
+    server = AuthorizationServer(store)
+    server.register([own(u, text[u]) for u in limits], SHIELDED)
+    for user in limits:
+        server.open_own(own_id(user, "q1"), user)
+    folder = tmp_path / "in" / "Vitals"
+    write(folder, "a.jsonl", vitals())
+    rt = NetworkRuntime(spark, store, {"Vitals": str(folder)}, tmp_path / "out", tmp_path / "cp").start(
+        available_now=True)
+    try:
+        groups = {u: r.group for r in rt.running.values() for u in r.pipeline.users}
+        # d1 and d2 share one Spark query (north, doctors); d3 (south) and n1 (nurses) each have their own
+        assert groups["d1"] == groups["d2"] and len({groups["d1"], groups["d3"], groups["n1"]}) == 3
+        assert None not in groups.values() and len(rt.streams) == 3
+        rt.await_termination()
+    finally:
+        rt.stop()
+    for user in limits:
+        want = api.replay(SHIELDED, user, text[user], {"Vitals": str(folder)}, spark=spark)
+        assert want, user
+        assert received(spark, tmp_path, user) == Counter(json.dumps(r, sort_keys=True) for r in want), user
+    seen = {u: {json.loads(r)["patient"] for r in received(spark, tmp_path, u)} for u in limits}
+    assert seen["d3"] <= {3, 4} and seen["n1"] <= {1} and seen["d1"] <= {1, 2}  # levels and shields hold

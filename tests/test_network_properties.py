@@ -1,13 +1,15 @@
 """The running network against an independent oracle of issue 5's contract, over random
 networks: random queries (sharing selections and joins or not), random listed users,
-random access changes issued before the run and while it runs.
+random access changes issued before the run and while it runs, a query registered while
+it runs, and a restart.
 
 Each user's rows must equal (1) the oracle below, written from the contract alone, and
-(2) ``network replay``, which runs every query alone, unshared. The oracle knows three
-query shapes and computes their rows by brute force in Python: a selection, a windowed
-join (a pair's event time is the later ``ts``) and a grouped count over tumbling
-windows (event time: the window's end); a user gets a row when their latest access
-change at or before its event time is a grant (of two at one instant, the later issued).
+(2) ``network replay``. The oracle knows four query shapes and computes their rows by
+brute force in Python: a selection (a shared tuple group's member), a windowed join (a
+pair's event time is the later ``ts``), a grouped count over tumbling windows (event
+time: the window's end) and a count of one location's readings (an aggregate group's
+member: its constant is a key); a user gets a row when their latest access change at or
+before its event time is a grant (of two at one instant, the later issued).
 """
 
 from __future__ import annotations
@@ -64,8 +66,14 @@ class Shape:
             w = f"[RANGE {self.window} min]"
             return (f"SELECT s1.streamid, s2.speed FROM Stream1 AS s1 {w}, Stream2 AS s2 {w} "
                     f"WHERE s1.location = s2.location AND s2.speed < {self.limit}")
+        if self.kind == "count_at":
+            return f"SELECT COUNT(*) AS n FROM Stream2 [RANGE {self.window} min] WHERE location = '{self.location}'"
         return (f"SELECT location, COUNT(*) AS n FROM Stream2 [RANGE {self.window} min] WHERE speed < {self.limit} "
                 "GROUP BY location")
+
+    @property
+    def location(self) -> str:
+        return "y" if self.limit == 80 else "x"
 
     def rows(self, s1: list[dict], s2: list[dict]) -> list[tuple[datetime, dict]]:
         """(event time, row) of every result, by brute force."""
@@ -80,10 +88,11 @@ class Shape:
         size = timedelta(minutes=self.window)
         counts: dict[tuple[datetime, str], int] = {}
         for b in s2:
-            if b["speed"] < self.limit:
+            if (b["speed"] < self.limit) if self.kind == "count" else b["location"] == self.location:
                 start = T0 + ((b["ts"] - T0) // size) * size  # T0 is aligned to every window size used
                 counts[(start, b["location"])] = counts.get((start, b["location"]), 0) + 1
-        return [(start + size, {"window_start": iso(start), "window_end": iso(start + size), "location": loc, "n": n})
+        return [(start + size, {"window_start": iso(start), "window_end": iso(start + size), "n": n,
+                                **({"location": loc} if self.kind == "count" else {})})
                 for (start, loc), n in counts.items()]
 
 
@@ -97,8 +106,11 @@ def entitled(changes: list[tuple[int, str, str, bool]], query: str, user: str, e
     return latest is not None and latest[1]
 
 
-shapes = st.builds(Shape, st.sampled_from(["select", "join", "count"]), st.sampled_from([20, 30, 80]),
+shapes = st.builds(Shape, st.sampled_from(["select", "join", "count", "count_at"]), st.sampled_from([20, 30, 80]),
                    st.sampled_from([1, 2]))
+# registered while the network runs: an aggregate group's late member first (it must get the windows closed before it)
+late_shapes = st.builds(Shape, st.sampled_from(["count_at", "select", "join", "count"]), st.sampled_from([20, 30, 80]),
+                        st.sampled_from([1, 2]))
 readings = st.fixed_dictionaries({
     "Stream1": st.lists(st.fixed_dictionaries({"second": st.integers(0, 20 * 60 - 1), "streamid": st.integers(1, 3),
                                                 "heartRate": st.integers(10, 100),
@@ -117,11 +129,14 @@ def change(minutes: st.SearchStrategy[int]) -> st.SearchStrategy[tuple[int, int,
 @given(plan=st.lists(shapes, min_size=2, max_size=3), listed=st.lists(st.sets(st.sampled_from(USERS), min_size=1),
                                                                       min_size=3, max_size=3),
        data=readings, opening=st.integers(0, 8), before=st.lists(change(st.integers(0, 20)), min_size=2, max_size=6),
-       during=st.lists(change(st.integers(LATE_CHANGES, 20)), min_size=1, max_size=4))
+       during=st.lists(change(st.integers(LATE_CHANGES, 20)), min_size=1, max_size=4),
+       late=late_shapes, late_users=st.sets(st.sampled_from(USERS), min_size=1))
 def test_each_user_of_a_random_running_network_gets_what_the_oracle_says(spark, tmp_path_factory, plan, listed, data,
-                                                                           opening, before, during) -> None:
+                                                                           opening, before, during, late,
+                                                                           late_users) -> None:
     root = tmp_path_factory.mktemp("net")
     queries = [RegisteredQuery(f"q{i}", tuple(sorted(listed[i])), shape.cql()) for i, shape in enumerate(plan)]
+    registered_late = RegisteredQuery("q9", tuple(sorted(late_users)), late.cql())
     s1 = sorted(({"ts": T0 + timedelta(seconds=r["second"]), **{k: v for k, v in r.items() if k != "second"}}
                  for r in data["Stream1"]), key=lambda r: r["ts"])
     s2 = sorted(({"ts": T0 + timedelta(seconds=r["second"]), **{k: v for k, v in r.items() if k != "second"}}
@@ -156,6 +171,10 @@ def test_each_user_of_a_random_running_network_gets_what_the_oracle_says(spark, 
     try:
         rt.process_all_available()
         issue(during)  # while the network runs
+        server.register([registered_late])  # a query registered while it runs: it starts from the beginning
+        for user in registered_late.users:
+            server.grant("q9", user, at(opening))
+            issued.append((opening, "q9", user, True))
         rt.poll()
         feed(1, [r for r in rest(s1) if r["ts"] < at(15)], [r for r in rest(s2) if r["ts"] < at(15)])
         rt.process_all_available()
@@ -169,8 +188,9 @@ def test_each_user_of_a_random_running_network_gets_what_the_oracle_says(spark, 
         rt.process_all_available()
     finally:
         rt.stop()
+    queries.append(registered_late)
     replay_network(spark, CATALOG, queries, server.changes(), inputs, root / "replay")
-    for q, shape in zip(queries, plan):
+    for q, shape in zip(queries, [*plan, late]):
         everything = shape.rows(s1 + [flush1], s2 + [flush2])
         for user in USERS:
             got = sorted(json.dumps({k: v for k, v in r.items() if not k.startswith("_")}, sort_keys=True)

@@ -7,12 +7,14 @@ from datetime import datetime, timezone
 
 import pytest
 
-from streamwarden.catalog.punctuations import SpPolicy, combine, sp, sp_from_record
+from streamwarden.catalog.punctuations import sp, sp_from_record
 from streamwarden.cli.main import main
 from streamwarden.errors import InputError, QuerySyntaxError
 from streamwarden.language.insert_sp import parse_insert_sp
 from streamwarden.language.patterns import Constant, Empty, Range, SetOf, Wildcard, parse_pattern
 from streamwarden.security.punctuation.generate import policy_from_statements
+
+from oracles.shield import SpPolicy, combine
 
 TS = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
 # Fig. 2's roles: C cardiologist, D doctor, DM, E, GP general physician, ND nurse on duty.

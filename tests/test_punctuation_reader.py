@@ -87,7 +87,7 @@ def test_a_policy_change_mid_file_governs_exactly_the_tuples_after_it(spark, tmp
 def test_a_file_read_in_many_splits_keeps_its_order_and_names_lines(spark, tmp_path) -> None:
     """A large file is read in parallel splits (here: 300 bytes each): the lines keep their
     order, and a broken record in a later split is still named by its line number."""
-    from streamwarden.engine.session import sql_conf
+    from bench.spark_probe import sql_conf
 
     path = tmp_path / "big.jsonl"
     records = [SP] + [tuple_(i % 60) | {"Beats_per_min": i} for i in range(1, 60)]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from streamwarden.catalog.punctuations import SpPolicy, sp
-from streamwarden.security.punctuation.shield import Shield, visible_attributes
+from streamwarden.catalog.punctuations import sp
+
+from oracles.shield import Shield, SpPolicy, visible_attributes
 
 T0 = datetime(2026, 3, 1, 10, tzinfo=timezone.utc)
 T1 = T0 + timedelta(minutes=5)

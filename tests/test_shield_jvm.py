@@ -1,8 +1,8 @@
 """The JVM shield (``streamwarden.jvm.SecurityShield``) against the Python reference shield
 and against Spark SQL.
 
-The state machine exists twice: in Python (:class:`streamwarden.security.punctuation.shield.Shield`,
-the reference, unit-tested rule by rule in test_shield.py) and in Java, which the engine
+The state machine exists twice: in Python (:class:`oracles.shield.Shield` in
+tests/oracles/shield.py, the reference, unit-tested rule by rule in test_shield.py) and in Java, which the engine
 runs. Random sequences of SPs and tuples, in several providers and split over several
 micro-batches (the state goes through its snapshot), must get the same decision for every
 tuple from both: the same masks from the same governing SPs, or none.
@@ -29,7 +29,8 @@ from pyspark.sql.types import (BooleanType, DoubleType, IntegerType, LongType, S
 from streamwarden.engine.shield.decide import key_number, key_text
 from streamwarden.engine.shield.kernel import GOV, QUARANTINED, apply_shield
 from streamwarden.security.punctuation.encode import SpEncoder, SpText
-from streamwarden.security.punctuation.shield import Shield
+
+from oracles.shield import Shield
 
 pytestmark = pytest.mark.spark
 

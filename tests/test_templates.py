@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from streamwarden.catalog.loader import load_catalog_text
-from streamwarden.plan.templates import parameterize
+from streamwarden.plan import expr as E
+from streamwarden.plan.nodes import Aggregate, walk
+from streamwarden.plan.templates import lift_keys, parameterize
 from streamwarden.security.passes import secure
 
 CATALOG = load_catalog_text("""
@@ -49,8 +51,23 @@ def test_two_merged_views_have_no_key_a_row_passes_when_either_holds() -> None:
     assert cid.keys == ()  # ward = ?k is not necessary: the audit view alone lets a row through
 
 
-def test_only_what_evaluates_one_tuple_at_a_time_is_a_template() -> None:
-    for query in ("SELECT AVG(value) AS a FROM R [RANGE 1 minute]",
-                  "SELECT r.sensor FROM R AS r [RANGE 1 minute], V AS v [RANGE 1 minute] WHERE r.sensor = v.sensor"):
+def test_joins_and_count_windows_are_not_templates() -> None:
+    for query in ("SELECT r.sensor FROM R AS r [RANGE 1 minute], V AS v [RANGE 1 minute] WHERE r.sensor = v.sensor",
+                  "SELECT AVG(value) AS a FROM R [ROWS 5]"):
         for graph in secure(CATALOG, "ann", query).deployed:
             assert parameterize(graph.root) is None, query
+
+
+def test_an_aggregate_over_a_range_window_is_a_stateful_template_whose_keys_lift_into_its_grouping() -> None:
+    ann = template("ann", "SELECT AVG(value) AS a FROM R [RANGE 1 minute]")
+    bob = template("bob", "SELECT AVG(value) AS a FROM R [RANGE 1 minute]")
+    assert ann.stateful and ann.key == bob.key and ann.values == ("w1",) and bob.values == ("w2",)
+    assert template("ann", "SELECT AVG(value) AS a FROM R [RANGE 2 minutes]").key != ann.key  # another window
+    lifted = lift_keys(ann)
+    assert isinstance(lifted, Aggregate)
+    assert not any(isinstance(e, E.Param) for n in walk(lifted) for x in n.expressions() for e in E.walk(x))
+
+
+def test_a_constant_outside_the_keys_stays_a_parameter_so_the_keys_do_not_lift() -> None:
+    ann = template("ann", "SELECT AVG(value) AS a FROM R [RANGE 1 minute] WHERE value > 4")
+    assert ann is None or lift_keys(ann) is None  # value > ?1 is each member's own: no shared state per key

@@ -1,6 +1,7 @@
 """The linter and the type checker run clean, so the code stays the way the tools keep it.
 
-``ruff check`` reads src/, tests/ and bench/, ``mypy`` reads src/streamwarden, both with
+``ruff check`` reads src/, tests/ and bench/, ``mypy`` reads src/streamwarden (and the reference
+models in tests/oracles and bench/network_simulator.py), both with
 pyproject.toml's settings (rules, strictness, the modules without annotations), run from
 this interpreter as ``make test`` installs them (the ``test`` extra). Their caches
 (``.ruff_cache``, ``.mypy_cache``) keep a run without changes at a few seconds.

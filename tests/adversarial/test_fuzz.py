@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamwarden.catalog.loader import load_catalog, load_catalog_text
-from streamwarden.catalog.punctuations import SpPolicy, sp_from_record
+from streamwarden.catalog.punctuations import sp_from_record
 from streamwarden.errors import StreamwardenError
 from streamwarden.language.insert_sp import parse_insert_sp
 from streamwarden.language.parser import MAX_CHAIN_TERMS, MAX_NESTING
@@ -387,9 +387,9 @@ def test_fuzz_sp_records_and_patterns_never_crash(record: dict, keys: list) -> N
     punctuation = attempt(sp_from_record, record, "fuzz.jsonl:1", "Patient_id")
     if punctuation is None:
         return
-    policy = SpPolicy.of([punctuation])
     for key in keys:
-        policy.accessible("HeartRate", key, "Beats_per_min", {"GP", "C"})
+        punctuation.matches_object("HeartRate", key, "Beats_per_min")
+        punctuation.matches_roles({"GP", "C"})
         for pattern in (punctuation.streams, punctuation.tuples, punctuation.attributes, punctuation.roles):
             pattern.matches(key)
             assert parse_pattern(str(pattern)) == pattern or _has_nan(pattern)  # printing round-trips

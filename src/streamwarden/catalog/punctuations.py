@@ -7,17 +7,21 @@ Consecutive SPs with the same ``ts`` form one policy (an sp-batch); a policy who
 
 Access under a complete policy, for a user's effective roles (the contract of issue 3):
 attribute ``a`` of tuple ``t`` is accessible when some positive SP matches
-(stream, t's key, a) and one of the roles, and no negative SP does.
+(stream, t's key, a) and one of the roles, and no negative SP does. The engine decides it
+in Spark (:mod:`streamwarden.engine.shield`); the model of a policy the tests hold it to is
+``SpPolicy`` in ``tests/oracles/shield.py``.
 
-    >>> p = SpPolicy.of([sp("HeartRate", "[120, 133]", "*", "{GP, C}")])
-    >>> p.accessible("HeartRate", 125, "Beats_per_min", {"GP"}), p.accessible("HeartRate", 140, "Beats_per_min", {"GP"})
+    >>> s = sp("HeartRate", "[120, 133]", "*", "{GP, C}")
+    >>> s.matches_object("HeartRate", 125, "Beats_per_min"), s.matches_object("HeartRate", 140, "Beats_per_min")
+    (True, False)
+    >>> s.matches_roles({"GP"}), s.matches_roles({"ND"})
     (True, False)
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable, Mapping
 
@@ -76,64 +80,6 @@ def sp(streams: str = "*", tuples: str = "*", attributes: str = "*", roles: str 
     """Build an SP from pattern texts (tests, examples)."""
     return SecurityPunctuation(parse_pattern(streams), parse_pattern(tuples), parse_pattern(attributes),
                                parse_pattern(roles), positive, immutable, grant, ts, sn)
-
-
-@dataclass(frozen=True)
-class SpPolicy:
-    """An sp-batch: the SPs sharing one policy timestamp."""
-
-    ts: datetime
-    sps: tuple[SecurityPunctuation, ...] = field(default=())
-
-    @classmethod
-    def of(cls, sps: Iterable[SecurityPunctuation]) -> "SpPolicy":
-        sps = tuple(sps)
-        return cls(sps[0].ts if sps else EPOCH, sps)
-
-    def with_sp(self, new: SecurityPunctuation) -> "SpPolicy":
-        """The policy with one more SP (a duplicate sequence number replaces the old one)."""
-        kept = tuple(s for s in self.sps if s.sn != new.sn)
-        return replace(self, sps=kept + (new,))
-
-    @property
-    def csn(self) -> int:
-        """Largest k such that the SPs with sequence numbers 1..k are all present."""
-        present = {s.sn for s in self.sps}
-        k = 0
-        while k + 1 in present:
-            k += 1
-        return k
-
-    def complete_part(self) -> tuple[SecurityPunctuation, ...]:
-        csn = self.csn
-        return tuple(s for s in self.sps if s.sn <= csn)
-
-    @property
-    def immutable(self) -> bool:
-        return any(s.immutable for s in self.sps)
-
-    def accessible(self, stream: str, key: object, attribute: str, roles: Iterable[str]) -> bool:
-        """Positive SP matches object and a role, and no negative SP does."""
-        roles = tuple(roles)
-        granted = denied = False
-        for s in self.sps:
-            if s.matches_object(stream, key, attribute) and s.matches_roles(roles):
-                if s.positive:
-                    granted = True
-                else:
-                    denied = True
-        return granted and not denied
-
-
-def combine(provider: bool, server: bool | None, mode: str, immutable: bool) -> bool:
-    """Section 4.2: a provider's decision combined with the server's (``None``: no server policy)."""
-    if server is None or immutable:
-        return provider
-    if mode == "union":
-        return provider or server
-    if mode == "intersect":
-        return provider and server
-    raise StreamwardenError(f"combine must be intersect or union, not {mode!r}")
 
 
 # -- JSON-lines records --------------------------------------------------------------------
@@ -264,5 +210,5 @@ def sp_records_text(sps: Iterable[SecurityPunctuation], provider_attribute: str 
     return "".join(json.dumps(s.to_record(provider_attribute)) + "\n" for s in sps)
 
 
-__all__ = ["MAX_SN", "SP_FIELDS", "SecurityPunctuation", "SpPolicy", "checked_sp_record", "combine", "sp",
+__all__ = ["MAX_SN", "SP_FIELDS", "SecurityPunctuation", "checked_sp_record", "sp",
            "sp_from_record", "sp_records_text"]

@@ -52,7 +52,7 @@ from streamwarden.catalog.lattice import query_level
 from streamwarden.catalog.loader import compose_yaml, read_text_file
 from streamwarden.catalog.model import Catalog
 from streamwarden.errors import CatalogError, InputError, SourceText, Span, StreamwardenError
-from streamwarden.language.binder import BoundQuery, bind_query, bound_query
+from streamwarden.language.binder import BoundQuery, bind_text, bound_query
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.language.parser import parse_query
 from streamwarden.names import check_name
@@ -224,7 +224,7 @@ def load_queries_text(text: str, catalog: Catalog, name: str = "<queries>") -> t
         if not query:
             raise fail(fields.get("query", item), f"query {qid} needs its CQL text")
         try:
-            bind_query(parse_query(query, f"{name} query {qid}"), catalog)
+            bind_text(query, catalog, f"{name} query {qid}")
         except StreamwardenError as exc:
             raise fail(fields["query"], f"query {qid}: {str(exc).splitlines()[0]}") from None
         level = _scalar(fields.get("level")) if "level" in fields else None

@@ -58,8 +58,6 @@ from .punctuated import DEFAULT_START, _iso, _rng, _start_micros, write_jsonl
 
 __all__ = [
     "DEFAULT_CLASSES",
-    "EPISODE_KINDS",
-    "MESSAGE_LOG_FIELDS",
     "CloudAudit",
     "Episode",
     "company_name",
@@ -70,8 +68,6 @@ __all__ = [
 #: The paper's COI classes (section 3): class name -> its companies. The order fixes the
 #: positions in a security level vector: ``[1, B]`` is Company1 and CompanyB.
 DEFAULT_CLASSES: dict[str, list[str]] = {"COI1": ["1", "2"], "COI2": ["A", "B", "C"]}
-MESSAGE_LOG_FIELDS = ("ts", "serviceId", "msgType", "sender", "receiver", "outcome")
-EPISODE_KINDS = ("dos", "delay")
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US = 1_000_000

@@ -426,6 +426,9 @@ class _Compiler(_RowsWindows):
             frame = frame.filter(F.unix_micros(event_time) % F.lit(_micros(slide)) < F.lit(_micros(size)))
             bucket = F.window(event_time, f"{_micros(slide)} microseconds")
         groups = [compile_expr(g).alias(name) for name, g in node.group_by]
+        # a shared template's carried columns group too: per member, or per key value (streamwarden.engine.shared)
+        carried = [c for c in frame.columns if c.startswith(CARRIED)]
+        groups += [F.col(c) for c in carried]
         aggs = [_aggregate(a).alias(a.name) for a in node.aggregates]
         if node.min_group:
             aggs.append(F.count(F.lit(1)).alias(GROUP_SIZE))
@@ -448,7 +451,7 @@ class _Compiler(_RowsWindows):
         return grouped.select(
             F.col("__window.start").alias("window_start"),
             end.alias("window_end"),
-            *order, *keep,
+            *order, *keep, *[F.col(c) for c in carried],
         )
 
 

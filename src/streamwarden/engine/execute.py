@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from streamwarden.catalog.lattice import Lattice, Level
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.actions import actions_frame
-from streamwarden.engine.columns import GRAPH_OF_MEMBER, MEMBER, physical_name
+from streamwarden.engine.columns import CARRIED, GRAPH_OF_MEMBER, physical_name
 from streamwarden.engine.compiler import EVENT, POLICIES, Inputs, action_names, compile_graph
 from streamwarden.engine.levels.columns import ROW_LEVEL, level_text
 from streamwarden.engine.levels.shepherd import guarded, routed_input
@@ -87,8 +87,7 @@ def output_frame(graph: AuthorizedGraph, frame: DataFrame, lattice: Lattice | No
         columns.append(F.col(EVENT))
     # a shared template's rows: each member's own graph id, and the member (streamwarden.runtime.groups)
     graph_id = F.col(GRAPH_OF_MEMBER) if GRAPH_OF_MEMBER in frame.columns else F.lit(graph.id)
-    if MEMBER in frame.columns:
-        columns.append(F.col(MEMBER))
+    columns += [F.col(c) for c in frame.columns if c.startswith(CARRIED) and c != GRAPH_OF_MEMBER]
     return frame.select(*columns, policies.alias(POLICIES), graph_id.alias(GRAPH))
 
 

@@ -380,20 +380,3 @@ def _worker_python(settings: SparkSettings) -> None:
         os.environ["PYSPARK_PYTHON"] = chosen
     elif master_cores(settings.master) is not None:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-
-@contextmanager
-def sql_conf(spark: SparkSession, key: str, value: str | None) -> Iterator[None]:
-    """Set a runtime SQL option inside the block (``None``: leave it alone), then restore it."""
-    if value is None:
-        yield
-        return
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, previous)

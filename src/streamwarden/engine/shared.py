@@ -10,12 +10,21 @@ rows: its parameters read the member's constants, and every operator carries the
 along. The result is each member's rows, in the network's format: the event time, the
 member and the row as JSON (what a pipeline of its own would emit).
 
+An aggregate over windows shares more: when its members differ only in keys
+(:func:`~streamwarden.plan.templates.lift_keys`), :class:`SharedAggregate` runs it once,
+grouped by the key values as well, in one streaming query whose state Spark keeps; a
+window's closing rows are then fanned out to the members of each key by the same hash
+join on the member table. Members join and leave without touching that state.
+
     >>> # rows = shared_rows(batch, {key: (template, [Member(0, "ag1", (5,))])})
+    >>> # rows = SharedAggregate.of(template).member_rows(closed, members)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pyspark.sql import DataFrame
@@ -23,12 +32,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (BooleanType, DataType, DoubleType, IntegerType, LongType, StringType, StructField,
                                StructType, TimestampType)
 
-from streamwarden.catalog.model import StreamDef
-from streamwarden.engine.columns import GRAPH_OF_MEMBER, MEMBER, param_column, physical_name
+from streamwarden.catalog.lattice import Lattice
+from streamwarden.catalog.model import Catalog
+from streamwarden.engine.columns import CARRIED, GRAPH_OF_MEMBER, MEMBER, param_column, physical_name
 from streamwarden.engine.compiler import EVENT, Inputs, compile_graph
-from streamwarden.engine.execute import output_frame
-from streamwarden.engine.sources import as_relation, read_input
-from streamwarden.plan.templates import Template
+from streamwarden.engine.execute import GRAPH, output_frame
+from streamwarden.engine.execute import read_relations
+from streamwarden.engine.quarantine import OnBroken
+from streamwarden.plan.nodes import Aggregate, LevelGuard, Shield
+from streamwarden.plan.templates import Template, lift_keys
 from streamwarden.security.rewrite.algorithm import AuthorizedGraph
 
 ROW = "_row"
@@ -44,13 +56,74 @@ class Member:
     values: tuple[Any, ...]
 
 
-def shared_input(spark: Any, stream: StreamDef, path: str, *, tag: str) -> DataFrame:
-    """The stream, read once for every member (broken records quarantined and counted under ``tag``)."""
-    raw = read_input(spark, stream, path, streaming=True, on_broken="quarantine", metrics_tag=tag)
-    return as_relation(raw, stream, stream.name)
+def shared_input(spark: Any, catalog: Catalog, template: Template, path: str | Path, *, tag: str,
+                 streaming: bool = True, lateness: str = "0 seconds", on_broken: OnBroken = "quarantine"
+                 ) -> DataFrame:
+    """The template's stream, read once for every member of its group as any pipeline reads it
+    (:func:`~streamwarden.engine.execute.read_relations`): through its Security Shield for the
+    template's roles and its level guard at the template's level when it has them, with its
+    event-time watermark when ``streaming``. Broken records are quarantined and counted under
+    ``tag`` (``on_broken="fail"``: the first stops the job, as ``replay`` does)."""
+    shields = {n.stream: n for n in template.reading if isinstance(n, Shield)}
+    guards = [n for n in template.reading if isinstance(n, LevelGuard)]
+    level = (catalog.lattice, guards[0].level) if catalog.lattice is not None and guards else None
+    frames = read_relations(spark, catalog, template.root, {template.stream: path}, streaming=streaming,
+                            lateness=lateness, shields=shields, level=level, metrics_tag=tag, on_broken=on_broken)
+    return frames[template.stream]
 
 
-def shared_rows(batch: DataFrame, templates: Mapping[str, tuple[Template, Sequence[Member]]]) -> DataFrame | None:
+def key_column(index: int) -> str:
+    """The column carrying the value of a template's key ``index`` (its attribute, read before any
+    view can mask it) through a shared aggregate."""
+    return f"{CARRIED}k{index}"
+
+
+@dataclass(frozen=True)
+class SharedAggregate:
+    """A windowed aggregate template whose members differ only in keys, run once for all of them:
+    ``lifted`` is the template without its key conjuncts, grouped by the keys' values as well."""
+
+    template: Template
+    lifted: Aggregate
+
+    @classmethod
+    def of(cls, template: Template) -> "SharedAggregate | None":
+        """The template's shared aggregate, or None when a member's constant is not a key."""
+        lifted = lift_keys(template) if template.stateful else None
+        return cls(template, lifted) if isinstance(lifted, Aggregate) else None
+
+    @property
+    def window(self) -> tuple[float, float]:
+        """Seconds from a window's start to its end as Spark evicts it (its slide when windows leave gaps)."""
+        window = self.lifted.window
+        assert window is not None and window.size_seconds is not None  # lift_keys: a [RANGE] window
+        return window.size_seconds, window.slide_seconds or window.size_seconds
+
+    def rows(self, relation: DataFrame, lattice: Lattice | None = None) -> DataFrame:
+        """Every key value's rows of the aggregate over ``relation`` (:func:`shared_input`), with
+        ``_event`` (the window's end) and the key columns."""
+        stream = self.template.stream
+        keyed = relation.select("*", *[F.col(physical_name(stream, attribute)).alias(key_column(index))
+                                        for attribute, index in self.template.keys])
+        frame = compile_graph(self.lifted, Inputs({stream: keyed}, lattice=lattice, event_time=True))
+        return output_frame(AuthorizedGraph("shared", self.lifted, "shared", ()), frame, lattice)
+
+    def member_rows(self, closed: DataFrame, members: Sequence[Member]) -> DataFrame:
+        """Each member's rows among ``closed`` (rows of :meth:`rows`): its key values' rows, found by
+        a hash join on the member table, as ``_event``, ``__carry_member`` and ``_row``."""
+        table = member_table(closed.sparkSession, self.template, members)
+        condition = None
+        for _, index in self.template.keys:
+            equal = closed[key_column(index)] == table[param_column(index)]
+            condition = equal if condition is None else condition & equal
+        joined = closed.join(table, condition, "inner")
+        payload = [F.col(GRAPH_OF_MEMBER).alias(GRAPH) if c == GRAPH else F.col(f"`{c}`")
+                   for c in closed.columns if c != EVENT and not c.startswith(CARRIED)]
+        return joined.select(F.col(EVENT), F.col(MEMBER), F.to_json(F.struct(*payload)).alias(ROW))
+
+
+def shared_rows(batch: DataFrame, templates: Mapping[str, tuple[Template, Sequence[Member]]],
+                lattice: Lattice | None = None) -> DataFrame | None:
     """Every member's rows of ``batch`` (the stream's tuples in physical names): ``_event``,
     ``__carry_member`` and ``_row`` (None when no template has a member)."""
     outputs = []
@@ -58,10 +131,10 @@ def shared_rows(batch: DataFrame, templates: Mapping[str, tuple[Template, Sequen
         if not members:
             continue
         joined = _with_members(batch, template, members)
-        frame = compile_graph(template.root, Inputs({template.stream: joined}, event_time=True))
+        frame = compile_graph(template.root, Inputs({template.stream: joined}, lattice=lattice, event_time=True))
         graph = AuthorizedGraph("shared", template.root, "shared", ())
-        out = output_frame(graph, frame)
-        payload = [F.col(f"`{c}`") for c in out.columns if c not in (EVENT, MEMBER)]
+        out = output_frame(graph, frame, lattice)
+        payload = [F.col(f"`{c}`") for c in out.columns if c != EVENT and not c.startswith(CARRIED)]
         outputs.append(out.select(F.col(EVENT), F.col(MEMBER), F.to_json(F.struct(*payload)).alias(ROW)))
     if not outputs:
         return None
@@ -74,10 +147,7 @@ def shared_rows(batch: DataFrame, templates: Mapping[str, tuple[Template, Sequen
 def _with_members(batch: DataFrame, template: Template, members: Sequence[Member]) -> DataFrame:
     """``batch`` joined with the template's member table (broadcast): on its equality keys, a
     hash join; without keys, every tuple meets every member."""
-    spark = batch.sparkSession
-    schema = StructType([StructField(MEMBER, LongType()), StructField(GRAPH_OF_MEMBER, StringType()),
-                         *[StructField(param_column(i), SPARK_TYPE_OF[t]) for i, t in enumerate(template.types)]])
-    table = F.broadcast(spark.createDataFrame([(m.index, m.graph, *m.values) for m in members], schema))
+    table = member_table(batch.sparkSession, template, members)
     if not template.keys:
         return batch.crossJoin(table)
     condition = None
@@ -87,9 +157,38 @@ def _with_members(batch: DataFrame, template: Template, members: Sequence[Member
     return batch.join(table, condition, "inner")
 
 
+#: The partition column of :func:`write_per_recipient`: a recipient's rows are in ``folder/_to=<r>``.
+TO = "_to"
+
+
+def write_per_recipient(rows: DataFrame, periods: Sequence[tuple[int, int, datetime, datetime | None]],
+                        folder: Path, *, ordered: bool = False) -> None:
+    """Each recipient's rows into ``folder/_to=<r>``, in one partitioned write: ``periods`` lists
+    ``(r, member, from, until)``, and recipient ``r`` receives the rows of ``member`` (rows as
+    :func:`shared_rows` gives them) whose event time is in ``[from, until)`` (``until`` None:
+    open). ``ordered``: each recipient's rows in one file, by event time, then by text."""
+    schema = StructType([StructField("_r", LongType()), StructField("_m", LongType()),
+                         StructField("_from", TimestampType()), StructField("_until", TimestampType())])
+    table = F.broadcast(rows.sparkSession.createDataFrame(list(periods), schema))
+    matched = rows.join(table, (rows[MEMBER] == table["_m"]) & (rows[EVENT] >= table["_from"])
+                        & (table["_until"].isNull() | (rows[EVENT] < table["_until"])), "inner")
+    out = matched.select(F.col("_r").alias(TO), F.col(EVENT), F.col(ROW))
+    if ordered:  # one task per recipient, sorted: the writer's own sort by TO is then already done
+        out = out.repartition(TO).sortWithinPartitions(TO, EVENT, ROW)
+    out.select(TO, ROW).write.mode("overwrite").partitionBy(TO).text(str(folder))
+
+
+def member_table(spark: Any, template: Template, members: Sequence[Member]) -> DataFrame:
+    """The members' constants, one row each (broadcast: a few thousand rows at most)."""
+    schema = StructType([StructField(MEMBER, LongType()), StructField(GRAPH_OF_MEMBER, StringType()),
+                         *[StructField(param_column(i), SPARK_TYPE_OF[t]) for i, t in enumerate(template.types)]])
+    return F.broadcast(spark.createDataFrame([(m.index, m.graph, *m.values) for m in members], schema))
+
+
 #: The member table's column types, by the catalog type of the constant (as SPARK_TYPES casts literals).
 SPARK_TYPE_OF: dict[str, DataType] = {
     "timestamp": TimestampType(), "int": IntegerType(), "long": LongType(), "double": DoubleType(),
     "string": StringType(), "boolean": BooleanType()}
 
-__all__ = ["Member", "ROW", "shared_input", "shared_rows"]
+__all__ = ["Member", "ROW", "TO", "SharedAggregate", "key_column", "member_table", "shared_input", "shared_rows",
+           "write_per_recipient"]

@@ -22,7 +22,6 @@ if TYPE_CHECKING:  # for annotations only: the catalog's model imports this modu
 
 NUMERIC = frozenset({"int", "long", "double"})
 COMPARISON_OPS = frozenset({"=", "<>", "<", "<=", ">", ">="})
-FLIPPED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 class Expr:
@@ -223,13 +222,6 @@ def conjoin(parts: list[Expr] | tuple[Expr, ...]) -> Expr:
             continue
         result = part if result is None else And(result, part)
     return result if result is not None else TRUE
-
-
-def disjoin(parts: list[Expr] | tuple[Expr, ...]) -> Expr:
-    result: Expr | None = None
-    for part in parts:
-        result = part if result is None else Or(result, part)
-    return result if result is not None else Literal(False, "boolean")
 
 
 def rename_relation(expr: Expr, mapping: dict[str, str]) -> Expr:

@@ -37,10 +37,6 @@ class Field:
     name: str
     dtype: str
 
-    @property
-    def qualified(self) -> str:
-        return f"{self.relation}.{self.name}" if self.relation else self.name
-
 
 class Node:
     """Base of plan nodes (frozen dataclasses with an ``id`` excluded from equality).

@@ -10,9 +10,13 @@ member's row. Graphs with equal templates share; equality conjuncts on a paramet
 (``ward = ?0``) are returned as *keys*, so an engine can find each tuple's members by a
 hash lookup instead of testing every member.
 
-Only what evaluates one tuple at a time is a template here: one plain stream, its secure
-read view, selections and the projection. Windows, joins, shields, levels, live action
-values and ``[ROWS n]`` keep their own plans (None).
+A template is one stream, read through its Security Shield and level guard when it has
+them, its secure read view, selections and the projection (what evaluates one tuple at a
+time), optionally under one aggregate over a ``[RANGE]`` window. The shield's roles and
+the level stay in the plan: members share a template only at one level and with one role
+set. Joins, live action values and ``[ROWS n]`` keep their own plans (None).
+An aggregate's members share its state when every constant is a key (:func:`lift_keys`):
+the aggregate then runs once per key value, and each member reads its key's rows.
 
     >>> from streamwarden.plan.expr import Column, Compare, Literal
     >>> from streamwarden.plan.nodes import Filter, Project, Source
@@ -31,11 +35,13 @@ from typing import Any
 
 from streamwarden.plan import expr as E
 from streamwarden.plan.hashing import stable_text
-from streamwarden.plan.nodes import Filter, Node, Project, SecureView, Source, View, walk
+from streamwarden.language.ast import Window
+from streamwarden.plan.nodes import (Aggregate, Filter, LevelGuard, Node, Project, SecureView, Shield, Source, View,
+                                     walk)
 
 #: Literal types a template takes as parameters (a level or a time of day stays in the plan).
 PARAMETER_TYPES = frozenset({"int", "long", "double", "string", "boolean", "timestamp"})
-_SHAREABLE = (Source, SecureView, Filter, Project)
+_SHAREABLE = (Source, SecureView, Filter, Project, Shield, LevelGuard)
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,28 @@ class Template:
         return next(n.stream for n in walk(self.root) if isinstance(n, Source))
 
     @property
+    def reading(self) -> tuple[Node, ...]:
+        """How the stream is read, which the template's members share: its shield and level guard."""
+        return tuple(n for n in walk(self.root) if isinstance(n, (Shield, LevelGuard)))
+
+    @property
+    def reading_key(self) -> str:
+        """What :attr:`reading` depends on: the shield's roles and server policies, and the level
+        (not where the rewriter placed the shield, which changes the cost only)."""
+        parts: list[object] = []
+        for node in self.reading:
+            if isinstance(node, Shield):
+                parts.append(("shield", node.key, node.roles, node.server, node.combine, node.grant_only))
+            elif isinstance(node, LevelGuard):
+                parts.append(("level", node.level, node.source))
+        return stable_text(tuple(parts))
+
+    @property
+    def stateful(self) -> bool:
+        """An aggregate over windows: its members share state, not only a pass over the tuples."""
+        return isinstance(self.root, Aggregate)
+
+    @property
     def key(self) -> str:
         """The template's identity: equal for graphs that share it, the same in every process."""
         return stable_text((self.root, self.types, self.keys))
@@ -63,9 +91,17 @@ def parameterize(root: Node) -> Template | None:
     """``root``'s template, or None when it is not a shape one shared plan can run (see the
     module docstring). Relations are renamed to their stream, so ``FROM S`` and ``FROM S AS x``
     share."""
-    nodes = list(walk(root))
+    aggregate = root if isinstance(root, Aggregate) else None
+    body = aggregate.child if aggregate is not None else root
+    nodes = list(walk(body))
     found = [n for n in nodes if isinstance(n, Source)]
-    if len(found) != 1 or found[0].window is not None or not all(isinstance(n, _SHAREABLE) for n in nodes):
+    if len(found) != 1 or not all(isinstance(n, _SHAREABLE) for n in nodes):
+        return None
+    if aggregate is None and found[0].window is not None:
+        return None
+    if aggregate is not None and not (_ranged(aggregate.window) and _ranged(found[0].window)):
+        return None
+    if aggregate is not None and any(E.action_refs(e) for e in aggregate.expressions()):
         return None
     if any(isinstance(n, SecureView) and n.kind != "read" for n in nodes):
         return None
@@ -100,11 +136,71 @@ def parameterize(root: Node) -> Template | None:
             views = tuple(View(v.policy_id, constant(v.condition), None if v.attributes is None else frozenset(
                 (source.stream if r == source.relation else r, a) for r, a in v.attributes)) for v in node.views)
             return replace(node, child=child, views=views)
+        if isinstance(node, Shield):  # its reason quotes the member's selectivity: an explanation, not the plan
+            return replace(node, child=child, relation=source.stream, reason="")
+        if isinstance(node, LevelGuard):
+            return replace(node, child=child, relation=source.stream)
         assert isinstance(node, Project)
         return replace(node, child=child, items=tuple((name, rename(e)) for name, e in node.items))
 
-    template = rebuild(root)
+    template = rebuild(body)
+    if aggregate is not None:  # its expressions keep their constants: they are the template's, not a member's
+        template = replace(aggregate, child=template, event_time=rename(aggregate.event_time),
+                           group_by=tuple((name, rename(e)) for name, e in aggregate.group_by),
+                           aggregates=tuple(replace(a, arg=None if a.arg is None else rename(a.arg))
+                                            for a in aggregate.aggregates))
     return Template(template, tuple(values), tuple(types), _keys(template))
+
+
+def _ranged(window: Window | None) -> bool:
+    return window is not None and window.kind == "range" and window.size_seconds is not None
+
+
+def lift_keys(template: Template) -> Node | None:
+    """The template's plan without its key conjuncts (``ward = ?0``), when nothing else reads a
+    constant; else None. Its rows are every member's rows at once: a row with key values
+    ``v`` belongs to exactly the members whose constants are ``v`` (a NULL key to none). So
+    an aggregate of it, grouped by the keys as well, computes each member's aggregate once
+    per key value, however many members share that value.
+
+        >>> from streamwarden.plan.expr import Column, Compare, Literal
+        >>> from streamwarden.plan.nodes import Filter, Source
+        >>> src = Source("S", "s", (("ts", "timestamp"), ("w", "string")))
+        >>> t = parameterize(Filter(src, Compare("=", Column("s", "w", "string"), Literal("a", "string"))))
+        >>> E.render(lift_keys(t).predicate), t.keys
+        ('TRUE', (('w', 0),))
+    """
+    keyed = {index for _, index in template.keys}
+
+    def without_keys(expr: E.Expr) -> E.Expr:
+        return E.conjoin([c for c in E.conjuncts(expr) if (key := _key_of(c)) is None or key[1] not in keyed])
+
+    def rebuild(node: Node) -> Node:
+        if isinstance(node, Source):
+            return node
+        child = rebuild(node.children()[0])
+        if isinstance(node, Filter):
+            return replace(node, child=child, predicate=without_keys(node.predicate))
+        if isinstance(node, SecureView) and len(node.views) == 1:
+            view = node.views[0]
+            return replace(node, child=child, views=(replace(view, condition=without_keys(view.condition)),))
+        return replace(node, child=child)
+
+    lifted = rebuild(template.root)
+    if any(isinstance(e, E.Param) for n in walk(lifted) for x in n.expressions() for e in E.walk(x)):
+        return None
+    return lifted
+
+
+def _key_of(conjunct: E.Expr) -> tuple[str, int] | None:
+    """``(attribute, k)`` when ``conjunct`` is ``attribute = ?k`` (either way round, of one type)."""
+    if isinstance(conjunct, E.Compare) and conjunct.op == "=":
+        sides = (conjunct.left, conjunct.right)
+        column = next((s for s in sides if isinstance(s, E.Column)), None)
+        param = next((s for s in sides if isinstance(s, E.Param)), None)
+        if column is not None and param is not None and column.dtype == param.dtype:
+            return column.name, param.index
+    return None
 
 
 def _keys(root: Node) -> tuple[tuple[str, int], ...]:
@@ -117,15 +213,7 @@ def _keys(root: Node) -> tuple[tuple[str, int], ...]:
             necessary += E.conjuncts(node.predicate)
         elif isinstance(node, SecureView) and len(node.views) == 1:
             necessary += E.conjuncts(node.views[0].condition)
-    keys = set()
-    for conjunct in necessary:
-        if isinstance(conjunct, E.Compare) and conjunct.op == "=":
-            sides = (conjunct.left, conjunct.right)
-            column = next((s for s in sides if isinstance(s, E.Column)), None)
-            param = next((s for s in sides if isinstance(s, E.Param)), None)
-            if column is not None and param is not None and column.dtype == param.dtype:
-                keys.add((column.name, param.index))
-    return tuple(sorted(keys))
+    return tuple(sorted({key for conjunct in necessary if (key := _key_of(conjunct)) is not None}))
 
 
-__all__ = ["PARAMETER_TYPES", "Template", "parameterize"]
+__all__ = ["PARAMETER_TYPES", "Template", "lift_keys", "parameterize"]

@@ -1,36 +1,52 @@
-"""Shared groups: the registered queries over one plain stream that evaluate a tuple at a
-time, run by ONE Spark streaming query whatever their number (issue 25).
+"""Shared groups: registered queries over one plain stream run by ONE Spark streaming query
+whatever their number (issue 25).
 
 Each such pipeline (a registered query secured for the users with one plan) is a *member*
-of its stream's group: its graphs are reduced to query templates and constants
-(:mod:`streamwarden.plan.templates`), and every micro-batch of the group's query evaluates
-all members of a template at once, finding each tuple's members by a hash join on the
-template's equality keys (:mod:`streamwarden.engine.shared`). The members' rows then go
-through the same terminal switch as a pipeline of its own — who receives which event
-times, decided once per micro-batch and recorded before anything is written — in one
-partitioned write for the whole group, numbered per user.
+of a group: its graphs are reduced to query templates and constants
+(:mod:`streamwarden.plan.templates`). There are two kinds of group:
+
+- a stream's *tuple group* hosts every pipeline whose graphs evaluate a tuple at a time
+  (selections, projections, the secure read view): each micro-batch evaluates all members
+  of a template at once, finding each tuple's members by a hash join on the template's
+  equality keys (:mod:`streamwarden.engine.shared`);
+- an *aggregate group* hosts the pipelines of one windowed aggregate template whose
+  members differ only in keys (``ward = self.ward``): the aggregate runs once per key value,
+  its state in Spark's state store, and each window's rows go to the members of its key
+  when the watermark closes it.
+
+The members' rows then go through the same terminal switch as a pipeline of its own — who
+receives which event times, decided once per micro-batch and recorded before anything is
+written — in one partitioned write for the whole group, numbered per user.
 
 **Members come and go without a restart.** The group reads its members at every
 micro-batch. One that joins a running group at micro-batch N first receives what the
 group read before N: a batch job over exactly those files (the file source's own log in
 the group's checkpoint), delivered once, whatever crash comes between. So a member sees
-the same rows as a pipeline of its own started from the input's beginning.
+the same rows as a pipeline of its own started from the input's beginning; for an
+aggregate group, the windows the group closed before N (a window still open at N is in
+the group's state, the joiner's data included, and reaches it when it closes).
 
-What a group does not host keeps its own pipeline: windows, joins, punctuated streams,
-security levels, live action values, ``ON RESULT``, and pipelines that already ran as
-their own Spark query (their checkpoint holds where they are).
+A stream read through a Security Shield or a level guard has a group per role set and
+level (the template's shield and guard: members share how the stream is read); levels
+never share an operator, state or watermark.
+
+What a group does not host keeps its own pipeline: joins, aggregates with a member's own
+constant outside the keys (``WHERE value > 4``), a pipeline with an aggregate and a second
+graph, live action values, ``ON RESULT``, and pipelines that already ran as their own
+Spark query (their checkpoint holds where they are).
 
     >>> # group = StreamGroup(runtime, "Readings"); group.host(running, hosting)
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import threading
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,39 +60,52 @@ from streamwarden.catalog.registry import access_periods
 from streamwarden.engine.columns import MEMBER
 from streamwarden.engine.compiler import EVENT
 from streamwarden.engine.execute import iso_timestamp
-from streamwarden.engine.shared import ROW, Member, shared_input, shared_rows
-from streamwarden.engine.sources import as_relation, read_input
+from streamwarden.engine.shared import (ROW, TO, Member, SharedAggregate, shared_input, shared_rows,
+                                       write_per_recipient)
 from streamwarden.engine.sinks import committed_batches, start_writer, stream_writer
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import make_private, private_dir, safe_path
+from streamwarden.plan.hashing import stable_text
 from streamwarden.plan.templates import Template, parameterize
 from streamwarden.runtime.deliveries import record_delivery
 from streamwarden.runtime.plan import Pipeline
 from streamwarden.runtime.quarantine import QuarantineLog
+from streamwarden.security.rewrite.algorithm import Rewriting
 
 if TYPE_CHECKING:
     from streamwarden.runtime.network import NetworkRuntime, _Running
 
-GROUPS = ".groups"  # in the checkpoint root: one folder per stream's group
-_TO = "_to"
+GROUPS = ".groups"  # in the checkpoint root: one folder per group
 
 
 @dataclass(frozen=True)
 class Hosting:
-    """How a group hosts a pipeline: its stream, and each deployed graph's template."""
+    """How a group hosts a pipeline: the group's name, its stream, each deployed graph's template,
+    and the shared aggregate (an aggregate group's; None for a stream's tuple group)."""
 
+    group: str
     stream: str
     graphs: tuple[tuple[str, Template], ...]  # (graph id, template)
+    aggregate: SharedAggregate | None = None
+
+    @property
+    def reading(self) -> Template:
+        """A template of the group's: how it reads its stream (every member's is the same)."""
+        return self.graphs[0][1]
 
 
 def hosting(pipeline: Pipeline, catalog: Catalog, checkpoint: Path) -> Hosting | None:
-    """The pipeline's place in its stream's group, or None when it keeps a pipeline of its own
-    (see the module docstring)."""
-    rewriting = pipeline.rewriting
-    if catalog.lattice is not None or rewriting.on_result or not rewriting.deployed:
-        return None
+    """The pipeline's place in a group, or None when it keeps a pipeline of its own (see the
+    module docstring)."""
     if committed_batches(checkpoint / "spark"):
         return None  # it ran as its own Spark query: its checkpoint holds where it is
+    return place_of(pipeline.rewriting, catalog)
+
+
+def place_of(rewriting: Rewriting, catalog: Catalog) -> Hosting | None:
+    """The group that can run ``rewriting``'s graphs with others', or None (see the module docstring)."""
+    if rewriting.on_result or not rewriting.deployed:
+        return None
     graphs = []
     for graph in rewriting.deployed:
         template = parameterize(graph.root)
@@ -87,27 +116,44 @@ def hosting(pipeline: Pipeline, catalog: Catalog, checkpoint: Path) -> Hosting |
     if len(streams) != 1:
         return None
     stream = streams.pop()
-    if catalog.streams[stream].punctuated:
+    readings = {t.reading_key for _, t in graphs}
+    if len(readings) != 1:
+        return None  # graphs reading the stream for different roles or levels
+    stateful = [t for _, t in graphs if t.stateful]
+    if not stateful:  # the stream's tuple group, one per shield and level the stream is read through
+        reading = readings.pop()
+        return Hosting(stream if reading == stable_text(()) else f"{stream}_read{_short_hash(reading)}", stream,
+                       tuple(graphs))
+    aggregate = SharedAggregate.of(stateful[0]) if len(graphs) == 1 else None
+    if aggregate is None:
         return None
-    return Hosting(stream, tuple(graphs))
+    # one group per shared plan: the plan's text names it, the same in every process
+    return Hosting(f"{stream}_agg{_short_hash(aggregate.template.key)}", stream, tuple(graphs), aggregate)
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 class StreamGroup:
-    """One stream's group: its Spark query, its members, and what it has delivered."""
+    """One group: its Spark query, its members, and what it has delivered."""
 
-    def __init__(self, runtime: "NetworkRuntime", stream: str):
+    def __init__(self, runtime: "NetworkRuntime", place: Hosting):
         self.runtime = runtime
-        self.stream = stream
-        self.checkpoint = runtime.root / GROUPS / stream
+        self.key = place.group
+        self.stream = place.stream
+        self.aggregate = place.aggregate
+        self.reading = place.reading
+        self.checkpoint = runtime.root / GROUPS / place.group
         self.members: dict[str, tuple["_Running", Hosting]] = {}  # by pipeline name
         self.query: StreamingQuery | None = None
         self.failure: str | None = None
-        self.quarantine_log = QuarantineLog(_tag(stream))
+        self.quarantine_log = QuarantineLog(_tag(place.group))
         self._lock = threading.Lock()  # members change under the runtime's lock, batches read them under this
 
     @property
     def name(self) -> str:
-        return f"group-{self.stream}"
+        return f"group-{self.key}"
 
     # -- members ---------------------------------------------------------------------------
     def host(self, running: "_Running", place: Hosting) -> None:
@@ -122,8 +168,11 @@ class StreamGroup:
     def start(self, catalog: Catalog) -> None:
         runtime = self.runtime
         private_dir(self.checkpoint)
-        frame = shared_input(runtime.spark, catalog.streams[self.stream], str(runtime.inputs[self.stream]),
-                             tag=_tag(self.stream))
+        tag = _tag(self.key)
+        frame = shared_input(runtime.spark, catalog, self.reading, runtime.inputs[self.stream], tag=tag,
+                             lateness=runtime.lateness)
+        if self.aggregate is not None:  # the windows' rows per key value, as the watermark closes them
+            frame = self.aggregate.rows(frame, catalog.lattice)
         writer = stream_writer(frame, self.checkpoint / "spark", trigger=runtime.trigger,
                                available_now=runtime.available_now, query_name=self.name, each_batch=self._batch)
         self.query = start_writer(writer, runtime.spark)
@@ -143,22 +192,25 @@ class StreamGroup:
             return
         with self._lock:
             hosted = {name: self.members[name] for name in decision["members"] if name in self.members}
-        templates: dict[str, tuple[Template, list[Member]]] = {}
-        for index, name in enumerate(decision["members"]):
-            if name not in hosted:
-                continue  # gone since this batch was decided (its first attempt's rows stay as they were)
-            for graph, template in hosted[name][1].graphs:
-                templates.setdefault(template.key, (template, []))[1].append(Member(index, graph, template.values))
-        rows = shared_rows(batch, templates)
-        if rows is None:
-            return
-        rows = rows.persist()
+        # gone since this batch was decided: not a member now (its first attempt's rows stay as they were)
+        members = {index: hosted[name] for index, name in enumerate(decision["members"]) if name in hosted}
+        if self.aggregate is not None:  # what the stateful aggregate emits is computed once, whoever reads it
+            batch = batch.persist()
         try:
-            stats = {r[MEMBER]: (r["latest"], r["rows"]) for r in rows.groupBy(MEMBER).agg(
-                iso_timestamp(F.max(EVENT)).alias("latest"), F.count(F.lit(1)).alias("rows")).collect()}
-            delivered = self._deliver(rows, decision, hosted, f"live-{batch_id}")
+            rows = self._member_rows(batch, members)
+            if rows is None:
+                batch.write.format("noop").mode("overwrite").save()  # the batch runs: its state moves on
+                return
+            rows = rows.persist()
+            try:
+                stats = {r[MEMBER]: (r["latest"], r["rows"]) for r in rows.groupBy(MEMBER).agg(
+                    iso_timestamp(F.max(EVENT)).alias("latest"), F.count(F.lit(1)).alias("rows")).collect()}
+                delivered = self._deliver(rows, decision, hosted, f"live-{batch_id}")
+            finally:
+                rows.unpersist()
         finally:
-            rows.unpersist()
+            if self.aggregate is not None:
+                batch.unpersist()
         for index, name in enumerate(decision["members"]):
             if name not in hosted:
                 continue
@@ -173,6 +225,21 @@ class StreamGroup:
                    if name in hosted and (decision["joined"].get(name) or {}).get("batch") == batch_id}
         if joiners and batch_id > 0:
             self._backfill({i: hosted[n] for i, n in joiners.items()}, decision, batch_id, batch.sparkSession)
+
+    def _member_rows(self, frame: DataFrame, members: dict[int, tuple["_Running", Hosting]]) -> DataFrame | None:
+        """Each member's rows of ``frame`` (a tuple group's input, an aggregate group's closed
+        windows), keyed by its index in the batch's decision."""
+        listed = [Member(index, graph, template.values) for index, (_, place) in members.items()
+                  for graph, template in place.graphs]
+        if not listed:
+            return None
+        if self.aggregate is not None:
+            return self.aggregate.member_rows(frame, listed)
+        templates: dict[str, tuple[Template, list[Member]]] = {}
+        for index, (_, place) in members.items():
+            for graph, template in place.graphs:
+                templates.setdefault(template.key, (template, []))[1].append(Member(index, graph, template.values))
+        return shared_rows(frame, templates, self.runtime.catalog.lattice if self.runtime.catalog else None)
 
     def _decide(self, batch_id: int) -> dict[str, Any]:
         """Who is a member and who receives which event times in micro-batch ``batch_id``: decided
@@ -231,17 +298,11 @@ class StreamGroup:
             return {}
         table = [(r, index, parse_timestamp(a), None if b is None else parse_timestamp(b))
                  for r, index, _, periods in recipients for a, b in periods]
-        schema = StructType([StructField("_r", LongType()), StructField("_m", LongType()),
-                             StructField("_from", TimestampType()), StructField("_until", TimestampType())])
-        spark = rows.sparkSession
-        periods = F.broadcast(spark.createDataFrame(table, schema))
-        matched = rows.join(periods, (rows[MEMBER] == periods["_m"]) & (rows[EVENT] >= periods["_from"])
-                            & (periods["_until"].isNull() | (rows[EVENT] < periods["_until"])), "inner")
         staging = runtime.root / ".staging" / f"{self.name}-{key}"
-        matched.select(F.col("_r").alias(_TO), F.col(ROW)).write.mode("overwrite").partitionBy(_TO).text(str(staging))
+        write_per_recipient(rows, table, staging)
         delivered: dict[tuple[int, str], int] = {}
         for r, index, user, _ in recipients:
-            part = staging / f"{_TO}={r}"
+            part = staging / f"{TO}={r}"
             if not part.is_dir():
                 continue
             count = sum(p.read_bytes().count(b"\n") for p in part.iterdir() if p.name.startswith("part-"))
@@ -286,14 +347,11 @@ class StreamGroup:
         try:
             catalog = runtime.catalog
             assert catalog is not None
-            stream = catalog.streams[self.stream]
-            history = as_relation(read_input(spark, stream, links, streaming=False, on_broken="quarantine"), stream,
-                                  self.stream)
-            templates: dict[str, tuple[Template, list[Member]]] = {}
-            for index, (_, place) in joiners.items():
-                for graph, template in place.graphs:
-                    templates.setdefault(template.key, (template, []))[1].append(Member(index, graph, template.values))
-            rows = shared_rows(history, templates)
+            history = shared_input(spark, catalog, self.reading, links, tag=_tag(self.key), streaming=False)
+            if self.aggregate is not None:  # the windows the group closed before batch_id, per key value
+                history = self.aggregate.rows(history, catalog.lattice)
+                history = history.filter(F.col(EVENT) <= F.lit(self._closed_before(batch_id)))
+            rows = self._member_rows(history, joiners)
             if rows is None:
                 return
             cuts = [(index, parse_timestamp(joined["emitted"])) for index, name in
@@ -315,6 +373,18 @@ class StreamGroup:
                 rows.unpersist()
         finally:
             shutil.rmtree(links, ignore_errors=True)
+
+
+    def _closed_before(self, batch_id: int) -> datetime:
+        """The latest window end (``_event``) among the windows Spark's state evicted, and so the
+        group emitted, before micro-batch ``batch_id``: those ending at or before the watermark of
+        micro-batch ``batch_id - 1`` (the offsets log records it), less the gap a hopping window's
+        slide leaves after its end."""
+        assert self.aggregate is not None
+        size, slide = self.aggregate.window
+        watermark_ms = _batch_watermark_ms(self.checkpoint / "spark", batch_id - 1)
+        return datetime.fromtimestamp(0, timezone.utc) + timedelta(milliseconds=watermark_ms,
+                                                                   seconds=-max(0.0, slide - size))
 
 
 class _Numbers:
@@ -364,6 +434,16 @@ def _processed_files(checkpoint: Path, *, before: int) -> list[str]:
     return paths
 
 
+def _batch_watermark_ms(checkpoint: Path, batch_id: int) -> int:
+    """The event-time watermark (ms) micro-batch ``batch_id`` ran with, from Spark's offsets log
+    (0 before the first batch)."""
+    path = checkpoint / "offsets" / str(batch_id)
+    if batch_id < 0 or not path.is_file():
+        return 0
+    lines = path.read_text(encoding="utf-8").splitlines()  # the log's version, then the batch's metadata
+    return int(json.loads(lines[1]).get("batchWatermarkMs", 0)) if len(lines) > 1 else 0
+
+
 def _after(periods: list[tuple[datetime, datetime | None]], after: datetime | None
            ) -> list[tuple[datetime, datetime | None]]:
     from streamwarden.runtime.network import _delivered_after
@@ -400,4 +480,4 @@ def _write_json(path: Path, value: Any) -> None:
     _write_text(path, json.dumps(value) + "\n")
 
 
-__all__ = ["GROUPS", "Hosting", "StreamGroup", "hosting"]
+__all__ = ["GROUPS", "Hosting", "StreamGroup", "hosting", "place_of"]

@@ -130,7 +130,7 @@ class _Running:
     quarantined: int = 0  # broken input records dropped (since this process started)
     last_quarantined: str | None = None  # where the latest micro-batch's first one was (file:line), never its text
     quarantine_log: QuarantineLog = field(default_factory=QuarantineLog)  # which micro-batches were counted
-    group: str | None = None  # the stream whose group hosts it (streamwarden.runtime.groups); None: its own query
+    group: str | None = None  # the group that hosts it (streamwarden.runtime.groups); None: its own query
 
 
 class NetworkRuntime(StreamsRunner):
@@ -343,14 +343,13 @@ class NetworkRuntime(StreamsRunner):
             self.running[name] = self._prepare(pipeline)
         for name, running in self.running.items():  # who a shared group hosts (streamwarden.runtime.groups)
             place = hosting(running.pipeline, catalog, running.checkpoint) if running.stream is None else None
-            if running.group is not None and (place is None or place.stream != running.group):
+            if running.group is not None and (place is None or place.group != running.group):
                 self.groups[running.group].release(name)
                 running.group = None
             if place is not None:
-                group = self.groups.get(place.stream) or self.groups.setdefault(place.stream,
-                                                                              StreamGroup(self, place.stream))
+                group = self.groups.get(place.group) or self.groups.setdefault(place.group, StreamGroup(self, place))
                 group.host(running, place)
-                running.group = place.stream
+                running.group = place.group
         self.plan = plan
         self.catalog = catalog
 

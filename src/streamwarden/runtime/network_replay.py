@@ -7,9 +7,13 @@ users with the same roles share one job; its rows carry their event time (the la
 ``ts`` of a joined pair, a window's end for an aggregate).
 A user's rows are those whose event time falls in one of their grant periods
 (:func:`streamwarden.catalog.registry.grant_intervals`), written to
-``DIR/<user>/<query id>.jsonl`` (an empty file when they receive nothing), built by
-:func:`streamwarden.names.safe_path` (nothing leaves ``DIR``), each user's folder 0700 and
-each file 0600.
+``DIR/<user>/<query id>.jsonl`` (an empty file when they receive nothing) in event-time
+order (then by text), built by :func:`streamwarden.names.safe_path` (nothing leaves
+``DIR``), each user's folder 0700 and each file 0600.
+
+What a running network's groups host (:mod:`streamwarden.runtime.groups`) is replayed the
+same way: each group's members in one job over its stream, and every user's rows of it in
+one partitioned write; the rest runs a job per distinct set of authorized graphs.
 
     >>> # replay_network(spark, catalog, queries, changes, {"Stream1": "s1.jsonl"}, "out")
 """
@@ -17,20 +21,27 @@ each file 0600.
 from __future__ import annotations
 
 import itertools
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from streamwarden.catalog.lattice import Lattice
 from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import AccessChange, Period, RegisteredQuery, grant_intervals
 from streamwarden.engine.compiler import EVENT
-from streamwarden.engine.execute import Job, build_job, earliest_result_time, input_errors, ordered_lines
+from streamwarden.engine.execute import Job, build_job, earliest_result_time, input_errors
+from streamwarden.engine.shared import ROW, TO, Member, shared_input, shared_rows, write_per_recipient
 from streamwarden.engine.sinks import write_lines
 from streamwarden.names import check_name, private_dir, safe_path
 from streamwarden.plan.nodes import Node, sources
+from streamwarden.plan.templates import Template
+from streamwarden.runtime.groups import Hosting, place_of
 from streamwarden.security.passes import SecurityOptions, secure
+from streamwarden.security.rewrite.algorithm import Rewriting
 from streamwarden.security.punctuation.spgen import spgen_lines
 
 
@@ -40,6 +51,7 @@ def replay_network(spark: SparkSession, catalog: Catalog, queries: Sequence[Regi
     """Write each listed user's rows of each query; returns the row count per (user, query)."""
     output = private_dir(output_dir)
     written: dict[tuple[str, str], int] = {}
+    shared = _SharedReplay(catalog, inputs)
     for q in queries:
         options = SecurityOptions(level=q.level, granted_streams=q.granted_streams(catalog))
         bound = q.bind(catalog)  # once for all its users
@@ -53,6 +65,8 @@ def replay_network(spark: SparkSession, catalog: Catalog, queries: Sequence[Regi
             frame, job = None, None
             if periods:
                 rewriting = secure(catalog, user, bound, options)
+                if shared.add(rewriting, (user, q.id), periods, target):
+                    continue
                 key = tuple((g.id, g.root) for g in rewriting.deployed)
                 if key not in compiled:
                     built = build_job(spark, catalog, rewriting, used, streaming=False, event_time=True)
@@ -62,11 +76,103 @@ def replay_network(spark: SparkSession, catalog: Catalog, queries: Sequence[Regi
                 written[(user, q.id)] = write_lines([], target)
                 continue
             with input_errors():
-                lines = ordered_lines(frame.filter(within_periods(periods)).drop(EVENT))
+                lines = event_ordered_lines(frame.filter(within_periods(periods)))
                 if job.rewriting.on_result:  # SPGen's policy, dated by the earliest result of all, ahead of the rows
                     lines = _published(job, lines)
                 written[(user, q.id)] = write_lines(lines, target)
+    written.update(shared.run(spark, output))
     return written
+
+
+@dataclass(frozen=True)
+class _Recipient:
+    member: int
+    pair: tuple[str, str]  # (user, query id)
+    periods: tuple[Period, ...]
+    target: Path
+
+
+@dataclass
+class _Group:
+    """One group's replay: its distinct members (graphs and constants; users of one ward asking
+    one query are one member) and who receives each member's rows in which periods."""
+
+    place: Hosting  # the first member's: the group's stream and shared aggregate
+    members: dict[tuple[tuple[str, str, tuple[Any, ...]], ...], tuple[int, Hosting]] = field(default_factory=dict)
+    recipients: list[_Recipient] = field(default_factory=list)
+
+    def listed(self) -> list[tuple[Template, Member]]:
+        return [(template, Member(index, graph, template.values)) for index, place in self.members.values()
+                for graph, template in place.graphs]
+
+
+class _SharedReplay:
+    """The (user, query) pairs a group can host, replayed together: one job per group."""
+
+    def __init__(self, catalog: Catalog, inputs: Mapping[str, str | Path]):
+        self.catalog = catalog
+        self.inputs = inputs
+        self.groups: dict[str, _Group] = {}
+
+    def add(self, rewriting: Rewriting, pair: tuple[str, str], periods: Sequence[Period], target: Path) -> bool:
+        """Take the (user, query) pair's rows when a group hosts ``rewriting``; False: not hosted."""
+        place = place_of(rewriting, self.catalog)
+        if place is None or place.stream not in self.inputs:
+            return False
+        group = self.groups.setdefault(place.group, _Group(place))
+        identity = tuple((graph, template.key, template.values) for graph, template in place.graphs)
+        index, _ = group.members.setdefault(identity, (len(group.members), place))
+        group.recipients.append(_Recipient(index, pair, tuple(periods), target))
+        return True
+
+    def run(self, spark: SparkSession, output: Path) -> dict[tuple[str, str], int]:
+        """Per group, every member's rows in one job, each recipient's in its periods written once."""
+        written: dict[tuple[str, str], int] = {}
+        for name, group in self.groups.items():
+            place = group.place
+            staging = output / f".staging-{name}"
+            with input_errors():
+                relation = shared_input(spark, self.catalog, place.reading, self.inputs[place.stream], tag="",
+                                        streaming=False, on_broken="fail")
+                rows = self._rows(relation, group, self.catalog.lattice)
+                periods = [(r, recipient.member, start, end) for r, recipient in enumerate(group.recipients)
+                           for start, end in recipient.periods]
+                write_per_recipient(rows, periods, staging, ordered=True)
+            try:
+                for r, recipient in enumerate(group.recipients):
+                    part = staging / f"{TO}={r}"
+                    files = sorted(p for p in part.iterdir() if p.name.startswith("part-")) if part.is_dir() else []
+                    written[recipient.pair] = write_lines(_lines(files), recipient.target)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+        return written
+
+    @staticmethod
+    def _rows(relation: DataFrame, group: _Group, lattice: Lattice | None) -> DataFrame:
+        listed = group.listed()
+        aggregate = group.place.aggregate
+        if aggregate is not None:
+            return aggregate.member_rows(aggregate.rows(relation, lattice), [m for _, m in listed])
+        templates: dict[str, tuple[Template, list[Member]]] = {}
+        for template, member in listed:
+            templates.setdefault(template.key, (template, []))[1].append(member)
+        rows = shared_rows(relation, templates, lattice)
+        assert rows is not None  # every member has a graph (place_of: deployed graphs only)
+        return rows
+
+
+def _lines(files: Sequence[Path]) -> Iterator[str]:
+    for path in files:
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                yield line.rstrip("\n")
+
+
+def event_ordered_lines(frame: DataFrame) -> Iterator[str]:
+    """A network replay's rows as JSON lines, by event time, then by text (what a group writes)."""
+    payload = F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns if c != EVENT])).alias(ROW)
+    lines = frame.select(F.col(EVENT), payload).orderBy(EVENT, ROW)
+    return (row[ROW] for row in lines.toLocalIterator())
 
 
 def _published(job: Job, lines: Iterator[str]) -> Iterator[str]:

@@ -11,16 +11,16 @@ Two steps, and no row crosses into Python:
    operator ``streamwarden.jvm.SecurityShield`` (``flatMapGroupsWithState``: its state,
    the current policy, lives in Spark's state store and checkpoint; a replay runs it over
    one batch). What leaves is every tuple with ``_gov``, the provider's decision on it
-   (:data:`DECISION`: the attribute mask its governing SPs grant for the tuple's key, the
-   same counting only grants WITH GRANT OPTION, and whether the policy is immutable), or
+   (a struct of ``mask``, the attributes its governing SPs grant for the tuple's key, ``grant``,
+   the same counting only grants WITH GRANT OPTION, and ``immutable``, the policy's), or
    NULL when the shield denies it. Denied tuples still leave, so that the event-time
    watermark follows every tuple of the stream, not only those a user may see. In
    quarantine mode a broken record reaches it only as a marker (:data:`QUARANTINED`, no
    payload): a broken SP makes its policy grant nothing (a lost negative SP never turns into
    access), a broken tuple acts on the state as its tuple would; neither leaves.
 
-:class:`streamwarden.security.punctuation.shield.Shield` is the reference the JVM
-operator is tested against.
+The reference the JVM operator is tested against is the Python model in
+``tests/oracles/shield.py``.
 """
 
 from __future__ import annotations
@@ -40,14 +40,12 @@ QUARANTINED = "!"
 #: The columns the JVM shield reads, in its order (see SecurityShield.java).
 CONTROL = ("_g", "_seq", "_file", "_line", "_is_sp", "_pts", "_sn", "_code", "_tts", "_tcsn", "_ktext", "_knum",
            "_payload")
-#: The fields of :data:`GOV`, the provider's decision on a tuple (NULL: denied).
-DECISION = ("mask", "grant", "immutable")
 
 
 def apply_shield(control: DataFrame) -> DataFrame:
     """``control`` (the :data:`CONTROL` columns) through one JVM shield per ``_g``:
-    ``_payload`` and :data:`GOV` (:data:`DECISION`) for every tuple."""
+    ``_payload`` and :data:`GOV` (the provider's decision; NULL: denied) for every tuple."""
     return security_shield(control.select(*CONTROL))
 
 
-__all__ = ["CONTROL", "DECISION", "GOV", "MALFORMED", "QUARANTINED", "SP_TEXT", "apply_shield"]
+__all__ = ["CONTROL", "GOV", "MALFORMED", "QUARANTINED", "SP_TEXT", "apply_shield"]

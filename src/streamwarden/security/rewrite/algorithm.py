@@ -30,9 +30,8 @@ from dataclasses import dataclass, field
 from streamwarden.catalog.lattice import Level
 from streamwarden.catalog.model import Catalog
 from streamwarden.errors import AuthorizationError
-from streamwarden.language.binder import bind_query
+from streamwarden.language.binder import bind_text
 from streamwarden.language.insert_sp import InsertSp
-from streamwarden.language.parser import parse_query
 from streamwarden.plan import expr as E
 from streamwarden.plan.nodes import Aggregate, Filter, Join, Node, Project, SecureView, Source, walk
 from streamwarden.security.rewrite.deploy import deployment_problem, unseen_columns
@@ -89,7 +88,7 @@ def rewrite(catalog: Catalog, user: str, query: str | Node, *,
     stream nothing opens gives nothing.
     """
     check_user(catalog, user)
-    plan = bind_query(parse_query(query), catalog) if isinstance(query, str) else query
+    plan = bind_text(query, catalog) if isinstance(query, str) else query
     text = query if isinstance(query, str) else ""
     rewriter = _Rewriter(Context(catalog, catalog.users[user]), granted_streams)
     candidates, _ = rewriter.visit(plan)

@@ -7,7 +7,7 @@ import java.util.Map;
 
 /**
  * The Security Shield's state machine for one punctuated (sub-)stream (Nehme et al., Fig. 10,
- * with issue 3's precisions): the JVM twin of streamwarden.security.punctuation.shield.Shield,
+ * with issue 3's precisions): the JVM twin of the Python model in tests/oracles/shield.py,
  * which stays the reference (the tests run both over the same records).
  *
  * <ul>

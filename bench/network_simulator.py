@@ -7,6 +7,7 @@ input tuples with the paper's constants (0.1 ms per tuple of SELECT and PROJECT,
 per tuple of JOIN, 0.1 ms per SP at a switch) under the *upper bound* the paper uses:
 every operator processes all 1,000 tuples unless a switch shuts it off. New SPs come
 every 100 tuples for each user. :func:`simulate` averages over many seeded networks.
+Used by ``bench/network_sim.py`` (the experiment) and the simulator tests in ``tests/test_network_core.py``.
 
     >>> r = simulate(SimConfig(streams=3, queries=3, users=10, operators=15, sharing=0.5), networks=200, seed=1)
     >>> r.switched_ms > r.shared_ms, r.shared_ms < r.no_sharing_ms

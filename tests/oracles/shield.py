@@ -1,4 +1,5 @@
-"""The Security Shield's state machine (Nehme et al., Fig. 10, with issue 3's precisions).
+"""The Security Shield's state machine (Nehme et al., Fig. 10, with issue 3's precisions): the
+reference model the engine's JVM shield (``ShieldState.java``) is tested against.
 
 One shield per punctuated (sub-)stream sees records in arrival order:
 
@@ -32,13 +33,57 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 import numpy as np
 
-from streamwarden.catalog.punctuations import SpPolicy, combine, sp_from_record
+from streamwarden.catalog.punctuations import EPOCH, SecurityPunctuation, sp_from_record
+from streamwarden.errors import StreamwardenError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.plan.expr import format_timestamp
+
+
+@dataclass(frozen=True)
+class SpPolicy:
+    """An sp-batch: the SPs sharing one policy timestamp."""
+
+    ts: datetime
+    sps: tuple[SecurityPunctuation, ...] = field(default=())
+
+    @classmethod
+    def of(cls, sps: Iterable[SecurityPunctuation]) -> "SpPolicy":
+        sps = tuple(sps)
+        return cls(sps[0].ts if sps else EPOCH, sps)
+
+    def with_sp(self, new: SecurityPunctuation) -> "SpPolicy":
+        """The policy with one more SP (a duplicate sequence number replaces the old one)."""
+        kept = tuple(s for s in self.sps if s.sn != new.sn)
+        return replace(self, sps=kept + (new,))
+
+    @property
+    def csn(self) -> int:
+        """Largest k such that the SPs with sequence numbers 1..k are all present."""
+        present = {s.sn for s in self.sps}
+        k = 0
+        while k + 1 in present:
+            k += 1
+        return k
+
+    @property
+    def immutable(self) -> bool:
+        return any(s.immutable for s in self.sps)
+
+    def accessible(self, stream: str, key: object, attribute: str, roles: Iterable[str]) -> bool:
+        """Positive SP matches object and a role, and no negative SP does."""
+        roles = tuple(roles)
+        granted = denied = False
+        for s in self.sps:
+            if s.matches_object(stream, key, attribute) and s.matches_roles(roles):
+                if s.positive:
+                    granted = True
+                else:
+                    denied = True
+        return granted and not denied
 
 
 class PolicyPart(Protocol):
@@ -204,6 +249,17 @@ def _dump_ts(value: Any) -> object:
 
 def _load_ts(value: object) -> Any:
     return parse_timestamp(value["iso"]) if isinstance(value, dict) else value
+
+
+def combine(provider: bool, server: bool | None, mode: str, immutable: bool) -> bool:
+    """Section 4.2: a provider's decision combined with the server's (``None``: no server policy)."""
+    if server is None or immutable:
+        return provider
+    if mode == "union":
+        return provider or server
+    if mode == "intersect":
+        return provider and server
+    raise StreamwardenError(f"combine must be intersect or union, not {mode!r}")
 
 
 def visible_attributes(governing: GoverningPolicy | None, stream: str, key: object, attributes: list[str],

@@ -1,8 +1,8 @@
-"""A reference executor for switched networks: tuples and SPs in, per-user results out.
+"""A reference executor for switched networks: tuples and SPs in, per-user results out (a test oracle).
 
 Engine-independent and small, for tests and as the model an engine must match. Input
 is one sequence of events, :class:`Arrival` (a tuple on an input stream) and
-:class:`~streamwarden.papers.network.switches.SP`, processed one at a time in the given order
+:class:`~oracles.switches.SP`, processed one at a time in the given order
 (:func:`in_order` sorts by timestamp, SPs before tuples of the same time, so an access
 change at ``t`` applies to tuples at ``t``). Each tuple is pushed through the network at
 once; each operator processes the tuples that reach it (counted in ``invocations``),
@@ -15,7 +15,8 @@ pair rows whose timestamps are at most ``window`` apart (the pair's timestamp is
 later one), AGGREGATEs see the rows of ``[ts - window, ts)``.
 
     >>> from streamwarden.papers.network.dag import NetworkBuilder
-    >>> from streamwarden.papers.network.switches import SP, place_switches
+    >>> from streamwarden.papers.network.switches import place_switches
+    >>> from oracles.switches import SP
     >>> b = NetworkBuilder()
     >>> s = b.source("S")
     >>> net = b.output("q1", b.project(s, "a")).output("q2", b.project(s, "b")).build()
@@ -49,7 +50,9 @@ from dataclasses import dataclass
 from typing import Protocol, Union
 
 from streamwarden.papers.network.dag import Kind, NetworkError, Vertex
-from streamwarden.papers.network.switches import SP, PlacedNetwork, SwitchState, TerminalSwitch
+from streamwarden.papers.network.switches import PlacedNetwork
+
+from oracles.switches import SP, SwitchState, TerminalSwitch, build_switches
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ class NetworkRunner:
         self.placed = placed
         self.network = placed.network
         self.semantics: Semantics = semantics if semantics is not None else HashSemantics()
-        self.switches = placed.build(resume)
+        self.switches = build_switches(placed, resume)
         self.delivered: dict[tuple[str, str], list[Row]] = defaultdict(list)
         self.invocations: Counter[str] = Counter()
         self._sources = {v.stream: v.id for v in self.network.sources}
