@@ -37,6 +37,7 @@ from streamwarden.papers.network.switches import PlacedNetwork, place_switches
 from streamwarden.plan.nodes import sources
 from streamwarden.runtime import deliveries
 from streamwarden.runtime.deliveries import MAX_CURSOR, Page
+from streamwarden.runtime.layout import NetworkLayout, network_layout
 from streamwarden.runtime.network import NetworkRuntime, default_checkpoint_root, forget_query
 from streamwarden.runtime.network import read_status as _read_status
 from streamwarden.runtime.network_replay import replay_network as _replay_network
@@ -214,17 +215,22 @@ def replay_network(catalog: Catalog, queries: Sequence[RegisteredQuery], changes
 
 @dataclass(frozen=True)
 class NetworkExplanation:
-    """The shared-operator network of registered queries (Zaki et al.'s model, its common prefix
-    and privacy switches), as text, JSON, Graphviz DOT or a drawing."""
+    """What a network of registered queries runs (``layout``: its groups, their templates and
+    members, and the pipelines of their own, with why), and the paper's view of it (Zaki et
+    al.'s shared-operator network: its common prefix and privacy switches), as text, JSON,
+    Graphviz DOT or a drawing (the last two: the paper's view)."""
 
+    layout: NetworkLayout
     placed: PlacedNetwork
     shared: SharedPlan
 
     def text(self) -> str:
-        return network_text(self.placed, self.shared)
+        return (self.layout.text() + "\nThe paper's shared network (Zaki et al.: operators shared by a common "
+                "prefix, privacy switches where users' grants apply), for comparison:\n\n"
+                + network_text(self.placed, self.shared))
 
     def json(self) -> dict:
-        return network_json(self.placed, self.shared)
+        return {"runs": self.layout.json(), **network_json(self.placed, self.shared)}
 
     def dot(self) -> str:
         return self.placed.to_dot()
@@ -249,7 +255,7 @@ def explain_network(catalog: Catalog, queries: Sequence[RegisteredQuery]) -> Net
         ['q1']
     """
     shared = shared_network(catalog, queries)
-    return NetworkExplanation(place_switches(shared.network), shared)
+    return NetworkExplanation(network_layout(plan_network(catalog, queries)), place_switches(shared.network), shared)
 
 
 # -- each user's outputs ----------------------------------------------------------------------------

@@ -342,7 +342,7 @@ class NetworkRuntime(StreamsRunner):
                 continue
             self.running[name] = self._prepare(pipeline)
         for name, running in self.running.items():  # who a shared group hosts (streamwarden.runtime.groups)
-            place = hosting(running.pipeline, catalog, running.checkpoint) if running.stream is None else None
+            place = hosting(running.pipeline, running.checkpoint) if running.stream is None else None
             if running.group is not None and (place is None or place.group != running.group):
                 self.groups[running.group].release(name)
                 running.group = None
