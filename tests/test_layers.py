@@ -1,9 +1,10 @@
 """The folders are the layers: each imports only from the layers below it.
 
-language, catalog and plan < security passes < engine < runtime < api, cli, service. The
+language, catalog and plan < security passes < engine < runtime < api < cli, service. The
 paper's network model (``papers``) sits beside the security passes, and only pyspark's
 two layers, the engine and the runtime, import pyspark (``TYPE_CHECKING`` imports aside:
-the API passes sessions through without touching them).
+the API passes sessions through without touching them). The front ends, the command line
+and the service, call the API only (:data:`FRONT_ENDS`).
 """
 
 from __future__ import annotations
@@ -26,10 +27,9 @@ ALLOWED: dict[str, set[str]] = {
     "engine": {"language", "catalog", "plan", "security"},
     "runtime": {"language", "catalog", "plan", "security", "engine"},
     "explain": {"language", "catalog", "plan", "security", "papers", "engine"},
-    "api": {"language", "catalog", "plan", "security", "engine", "runtime", "explain"},
-    "service": {"language", "catalog", "plan", "security", "engine", "runtime", "explain"},
-    "cli": {"language", "catalog", "plan", "security", "papers", "engine", "runtime", "explain", "api", "demo",
-            "datagen", "service", "__init__"},
+    "api": {"language", "catalog", "plan", "security", "papers", "engine", "runtime", "explain"},
+    "service": {"api"},
+    "cli": {"api", "demo", "service", "__init__"},
     "demo": {"language", "catalog", "plan", "security", "papers", "engine", "runtime", "explain", "api", "datagen",
              "service"},
     "datagen": set(),
@@ -85,3 +85,55 @@ def test_a_module_imports_only_from_its_own_layer_and_those_below(path: Path) ->
             target = module.split(".")[1]
             assert target == part or target in SHARED or target in ALLOWED[part], \
                 f"{where}: {part} may not import {module}"
+
+
+#: The public surface: the API, and the leaf modules its docstring names public (errors, the
+#: rules for names and private paths, JSON-lines records).
+PUBLIC = {"streamwarden.api", "streamwarden.errors", "streamwarden.names", "streamwarden.records"}
+#: What each front end may import of streamwarden, by module: the public surface and its own
+#: modules; the command line also its version and the entry points of the two front ends it
+#: hands over to (``serve``: the service; ``demo``: the demo, itself a program over the API).
+FRONT_ENDS: dict[str, set[str]] = {
+    "cli": PUBLIC | {"streamwarden.__version__", "streamwarden.service.server", "streamwarden.demo",
+                     "streamwarden.demo.serve"},
+    "service": PUBLIC | {f"streamwarden.service.{p.stem}" for p in (PACKAGE / "service").glob("*.py")},
+}
+
+
+def streamwarden_imports(tree: ast.Module) -> list[tuple[str, int]]:
+    """Every name of streamwarden a module imports, with its line, ``TYPE_CHECKING`` and
+    function-level imports included: ``from streamwarden.api import run`` is ``streamwarden.api``,
+    ``from streamwarden import api`` and ``import streamwarden.api`` are ``streamwarden.api``."""
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names if alias.name.split(".")[0] == "streamwarden"]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "streamwarden":
+                found += [(f"streamwarden.{alias.name}", node.lineno) for alias in node.names]
+            elif node.module.startswith("streamwarden."):
+                found.append((node.module, node.lineno))
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:  # relative: refused outright, named as written
+            found.append(("." * node.level + (node.module or ""), node.lineno))
+    return found
+
+
+FRONT_END_MODULES = sorted(p for part in FRONT_ENDS for p in (PACKAGE / part).glob("*.py"))
+
+
+@pytest.mark.parametrize("path", FRONT_END_MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_command_line_and_the_service_call_the_api_only(path: Path) -> None:
+    allowed = FRONT_ENDS[part_of(path)]
+    tree = ast.parse(path.read_text(), str(path))
+    forbidden = [f"{path.relative_to(PACKAGE.parent)}:{line} imports {module}"
+                 for module, line in streamwarden_imports(tree) if module not in allowed]
+    assert not forbidden, ("the front ends call streamwarden.api (and errors, names, records) only; add what they "
+                           "need to the API:\n" + "\n".join(forbidden))
+
+
+def test_the_layer_check_finds_a_forbidden_import() -> None:
+    tree = ast.parse("from streamwarden import api\nif True:\n    from streamwarden.runtime.network import X\n"
+                     "import streamwarden.engine.session\nfrom streamwarden import names, plan\n")
+    assert sorted(streamwarden_imports(tree), key=lambda found: found[1]) == [
+        ("streamwarden.api", 1), ("streamwarden.runtime.network", 3), ("streamwarden.engine.session", 4),
+        ("streamwarden.names", 5), ("streamwarden.plan", 5)]

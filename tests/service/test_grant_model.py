@@ -210,10 +210,9 @@ def test_an_sse_stream_with_a_backlog_ends_when_its_token_is_revoked(client, tok
     deliver(service, "ann", internal, 1, [json.dumps({"sensor": i}) for i in range(1200)])  # three pages
     header = tokens.header("ann")["Authorization"]
     principal = service.auth.principal(header)
-    folder = service.output / "ann" / internal
 
     async def read() -> list[dict[str, str]]:
-        events = app_module._events(service, folder, 0, _Connected(), header, principal, "q1")  # type: ignore[arg-type]
+        events = app_module._events(service, internal, 0, _Connected(), header, principal, "q1")  # type: ignore[arg-type]
         seen = []
         async for event in events:
             seen.append(event)

@@ -18,7 +18,7 @@ import pytest
 
 from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.identity import create_token
-from streamwarden.catalog.registry import RegisteredQuery
+from streamwarden.catalog.registry import RegisteredQuery, own_id
 
 from .conftest import CATALOG
 from .served import Served
@@ -85,3 +85,20 @@ def test_a_query_the_engine_cannot_run_stops_no_one(served: Served) -> None:
         if first == 1:
             assert served.terminate() == 0
             served.restart()
+
+
+def test_a_deleted_query_leaves_no_rows_or_state_behind(served: Served) -> None:
+    """The service removes a deleted query's rows and checkpoints through the API
+    (:func:`streamwarden.api.forget_query`), never through its own knowledge of the folders."""
+    internal = own_id("ann", "gone")
+    query = {"id": "gone", "query": "SELECT sensor, value FROM Readings WHERE value > 60"}
+    assert served.post("/v1/queries", "ann", json=query).status_code == 201
+    posted = served.post("/v1/streams/Readings/records", "readings", content=lines(
+        {"ts": T0, "sensor": 90, "site": "s", "value": 90.0}))
+    assert posted.status_code == 201, posted.text
+    assert [r["sensor"] for r in served.wait_rows("gone", "ann", 1)] == [90]
+    folders = (served.root / "out" / "ann" / internal, served.root / "checkpoint" / internal)
+    assert all(folder.is_dir() for folder in folders)
+    assert served.request("DELETE", "/v1/queries/gone", "ann").status_code == 200
+    assert not any(folder.exists() for folder in folders)
+    assert served.post("/v1/queries", "ann", json=query).status_code == 201  # the same id again, afresh

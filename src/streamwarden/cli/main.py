@@ -5,9 +5,14 @@ Commands: ``check`` (validate a catalog and load it into the store), ``explain``
 files), ``run`` (continuous, checkpointed), ``action`` (start/stop/retarget an action
 in the live store), ``grant``/``revoke`` and ``network`` (shared networks), ``sp``,
 ``token`` (the service's bearer tokens), ``audit`` (verify or print the audit trail),
-``demo`` and ``bench``. Every command that starts Spark (``explain``, ``replay``,
-``run``, ``network replay``, ``network run``, ``demo``) takes ``--master URL`` and
-``--conf KEY=VALUE`` (:mod:`streamwarden.engine.session`).
+``serve`` (the service), ``demo`` and ``bench``. Every command that starts Spark
+(``explain``, ``replay``, ``run``, ``network replay``, ``network run``, ``demo``) takes
+``--master URL`` and ``--conf KEY=VALUE`` (:func:`streamwarden.api.using_spark`).
+
+The commands call :mod:`streamwarden.api` only (and the public leaf modules ``errors`` and
+``names``); ``serve`` and ``demo`` hand over to the service and the demo, front ends of
+their own (``tests/test_layers.py`` checks it). What stays here is presentation: the
+arguments, the messages, the exit statuses and the signals.
 
 Errors print one line on stderr naming what is wrong and where: exit status 2 for bad
 input (a file, a record, an argument, a name that exists nowhere); 3 for anything
@@ -31,8 +36,9 @@ from pathlib import Path
 from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, ContextManager, Iterator, Literal, Sequence
 
-from streamwarden.catalog.store import STORE_HELP
+from streamwarden import api
 from streamwarden.errors import SourceError, StreamwardenError
+from streamwarden.names import check_name
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILURE = 1
@@ -70,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
         return p
 
     def store_arg(p: argparse.ArgumentParser, text: str = "") -> None:
-        p.add_argument("--store", default=None, metavar="URL", help=(text + "; " if text else "") + STORE_HELP)
+        p.add_argument("--store", default=None, metavar="URL", help=(text + "; " if text else "") + api.STORE_HELP)
 
     def catalog_arg(p: argparse.ArgumentParser) -> None:
         p.add_argument("--catalog", required=True, metavar="FILE.yaml", help="the catalog: streams, roles, users, "
@@ -357,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as exc:  # the one top-level guard: anything unexpected is one line
         _trace(debug, args)
-        print(f"error: {_describe(exc)}" + _where_to_look(debug, args), file=sys.stderr)
+        print(f"error: {api.describe_failure(exc)}" + _where_to_look(debug, args), file=sys.stderr)
         return EXIT_UNEXPECTED
     finally:
         os.umask(previous_umask)
@@ -366,17 +372,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _spark_settings(args: argparse.Namespace) -> ContextManager[object]:
     """For a command that starts Spark, its ``--master`` and ``--conf`` over the environment's,
     checked now (a malformed one is exit 2 before anything runs) and used by whatever
-    starts Spark during the command (see :func:`streamwarden.engine.session.requested`)."""
+    starts Spark during the command (see :func:`streamwarden.api.using_spark`)."""
     if not hasattr(args, "conf"):
         return nullcontext()
-    from dataclasses import replace
-
-    from streamwarden.engine.session import requested, spark_settings
-
-    settings = spark_settings(args.master, args.conf)
-    if hasattr(args, "log_dir"):
-        settings = replace(settings, log_dir=_log_dir(args))
-    return requested(settings)
+    return api.using_spark(args.master, args.conf, log_dir=_log_dir(args) if hasattr(args, "log_dir") else None)
 
 
 def _log_dir(args: argparse.Namespace) -> Path:
@@ -384,9 +383,7 @@ def _log_dir(args: argparse.Namespace) -> Path:
     (``--store``, else the default one), where its checkpoints go too."""
     if args.log_dir is not None:
         return Path(args.log_dir)
-    from streamwarden.catalog.store import CatalogStore
-
-    return CatalogStore(getattr(args, "store", None), create=False).home / "logs"
+    return api.store_log_dir(getattr(args, "store", None))
 
 
 def _where_to_look(debug: bool, args: argparse.Namespace) -> str:
@@ -403,11 +400,7 @@ def _spark_log_note(args: argparse.Namespace) -> list[str]:
     for a command that starts no Spark, nor in a process whose Spark someone else started)."""
     if not hasattr(args, "log_dir"):
         return []
-    try:
-        from streamwarden.engine.spark_log import spark_log_path
-    except Exception:  # pragma: no cover - Spark not importable at all
-        return []
-    log = spark_log_path()
+    log = api.spark_log_path()
     return [f"Spark's log: {log}"] if log is not None and log == (_log_dir(args) / "spark.log").resolve() else []
 
 
@@ -417,14 +410,6 @@ def _trace(debug: bool, args: argparse.Namespace) -> None:
         traceback.print_exc()
         for note in _spark_log_note(args):
             print(note, file=sys.stderr)
-
-
-def _describe(exc: BaseException) -> str:
-    try:
-        from streamwarden.engine.execute import describe_failure
-    except Exception:  # pragma: no cover - Spark not importable at all
-        return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
-    return describe_failure(exc)
 
 
 def _show_warning(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
@@ -437,9 +422,6 @@ def _show_warning(message: Any, category: type[Warning], filename: str, lineno: 
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from streamwarden import api
-    from streamwarden.names import check_name
-
     if getattr(args, "user", None) is not None:
         check_name("user", args.user)
     if getattr(args, "into", None) is not None:
@@ -460,8 +442,6 @@ def _dispatch(args: argparse.Namespace) -> int:
               f"{len(catalog.users)} users, {len(catalog.actions)} actions, {len(catalog.policies)} policies{stored}")
         return 0
     if args.command == "explain":
-        from streamwarden.explain import explain_json, explain_text
-
         if args.network:
             args.queries = args.network
             return _network_explain(args)
@@ -474,9 +454,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         catalog = api.load_catalog(args.catalog)
         rewriting = api.authorize(catalog, args.user, args.query, join_strategy=args.join_strategy, level=args.level)
         if args.format == "json":
-            print(json.dumps(explain_json(rewriting, catalog), indent=2))
+            print(json.dumps(api.explain_json(rewriting, catalog), indent=2))
         else:
-            print(explain_text(rewriting, catalog), end="")
+            print(api.explain_text(rewriting, catalog), end="")
         return 0
     if args.command == "replay":
         catalog = api.load_catalog(args.catalog)
@@ -493,11 +473,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
         catalog = api.load_catalog(args.catalog)
         if args.sink != "console":
-            _store_outside(args.store, args.sink, "the sink")
-            if args.checkpoint:
-                from streamwarden.engine.sinks import check_checkpoint
-
-                check_checkpoint(args.checkpoint, args.sink, sink_written=True)  # no overlap, before Spark starts
+            api.check_store_outside(args.store, args.sink, "the sink")
+        # a --checkpoint overlapping the sink is refused before anything is written or Spark starts
         query = api.run(catalog, args.user, args.query, _inputs(args.input), args.sink,
                         checkpoint=args.checkpoint, store_url=args.store, lateness=_lateness(args.lateness),
                         trigger=_trigger(args.trigger), available_now=args.available_now,
@@ -505,9 +482,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                         level=args.level, into=args.into)
         print(f"running {query.id} -> {args.sink} ({'; '.join(['Ctrl-C to stop', *_spark_log_note(args)])})",
               file=sys.stderr)
-        from streamwarden.runtime.runner import QueryRunner
-
-        return _until_done(QueryRunner(query, available_now=args.available_now), f"the query {query.id}")
+        return _until_done(query, f"the query {query.id}")
     if args.command == "action":
         return _action(args)
     if args.command == "network":
@@ -541,21 +516,18 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def _trigger(text: str) -> str:
     """``--trigger`` checked here (a bad one is exit 2, not a Spark error) and handed to Spark in milliseconds."""
-    from streamwarden.language.parser import parse_duration
-
-    return f"{max(1, round(parse_duration(text, '--trigger') * 1000))} milliseconds"
+    return f"{max(1, round(api.parse_duration(text, '--trigger') * 1000))} milliseconds"
 
 
 def _lateness(text: str) -> str:
     """``--lateness`` checked here and handed to Spark's watermark in milliseconds."""
-    from streamwarden.language.parser import parse_duration
-
-    return f"{round(parse_duration(text, '--lateness', zero=True) * 1000)} milliseconds"
+    return f"{round(api.parse_duration(text, '--lateness', zero=True) * 1000)} milliseconds"
 
 
 def _until_done(runner: Any, what: str, *, poll_seconds: float = 2.0, batch_grace: float = 120.0) -> int:
-    """Keep a runner (:class:`streamwarden.runtime.runner.Runner`) going until it ends (with
-    ``available_now``), Ctrl-C or SIGTERM, applying the store's live changes every ``poll_seconds``.
+    """Keep a runner (a running network, or the query :func:`~streamwarden.api.run` started; see
+    :func:`streamwarden.api.keep_running`) going until it ends (with ``available_now``), Ctrl-C
+    or SIGTERM, applying the store's live changes every ``poll_seconds``.
 
     A stop signal stops it cleanly with one line: the micro-batch under way is let finish (at
     most ``batch_grace`` seconds; a second signal stops at once), so what it committed stays and
@@ -566,9 +538,6 @@ def _until_done(runner: Any, what: str, *, poll_seconds: float = 2.0, batch_grac
     stops every part and is raised as it is."""
     import signal
     import threading
-    import time
-
-    from streamwarden.engine.execute import input_errors
 
     stopping, hurry = threading.Event(), threading.Event()
     received: list[int] = []
@@ -582,22 +551,11 @@ def _until_done(runner: Any, what: str, *, poll_seconds: float = 2.0, batch_grac
         # Not PySpark's SIGINT handler (cancel every job, raise inside a Py4J call): note it, stop in order.
         handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with input_errors():  # a broken record stops the run; committed output stays
-            next_poll = time.monotonic() + poll_seconds
-            while not stopping.is_set():
-                if runner.wait(0.5):
-                    break
-                runner.check()
-                if not runner.available_now and time.monotonic() >= next_poll:
-                    runner.poll()
-                    next_poll = time.monotonic() + poll_seconds
-            deadline = time.monotonic() + batch_grace
-            while stopping.is_set() and not hurry.is_set() and time.monotonic() < deadline and runner.in_batch():
-                time.sleep(0.1)
+        api.keep_running(runner, stopping, hurry=hurry, poll_seconds=poll_seconds, batch_grace=batch_grace)
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
-        _quiet_stop(runner)
+        api.stop_quietly(runner)
     if not received:
         return 0
     if received[0] == signal.SIGTERM:
@@ -607,32 +565,12 @@ def _until_done(runner: Any, what: str, *, poll_seconds: float = 2.0, batch_grac
     return EXIT_INTERRUPTED
 
 
-def _quiet_stop(runner: Any) -> None:
-    """Stop a runner without Spark's and Py4J's complaints about the batch it cancels."""
-    if not any(stream.isActive for stream in runner.streams):
-        return
-    from streamwarden.engine.spark_log import silence_spark_log
-
-    try:
-        silence_spark_log()  # the tasks the stop interrupts log errors: not for the user
-    except Exception:
-        pass
-    try:
-        runner.stop()
-    except Exception:
-        pass
-    # Spark's log stays off: the tasks the stop killed report it after stop() returns, and the
-    # command ends here anyway (an in-process caller can set it back with setLogLevel).
-
-
 def _access_change(args: argparse.Namespace) -> int:
     """``grant``/``revoke``: only on a store that exists, for a registered query and a known user."""
-    from streamwarden.catalog.authorization import AuthorizationServer, _time
-
-    server = AuthorizationServer.existing(args.store, args.sp_folder)
+    server = api.AuthorizationServer.existing(args.store, args.sp_folder)
     for note in server.check(args.query, args.user, strict=True):
         print(f"note: {note}", file=sys.stderr)
-    when = _time(args.ts)
+    when = api.access_time(args.ts)
     if args.command == "grant":
         server.grant(args.query, args.user, when, until=args.until)
     else:
@@ -646,84 +584,28 @@ def _access_change(args: argparse.Namespace) -> int:
     return 0
 
 
-def _store_outside(store_url: str | None, folder: str, what: str) -> None:
-    """A SQLite store (grants, live state) never lies inside a user's output folder."""
-    from streamwarden.catalog.store import CatalogStore
-    from streamwarden.names import inside
-
-    store = CatalogStore(store_url, create=False)
-    if store.path is not None and inside(store.path, folder):
-        raise StreamwardenError(f"the store {store.path} lies inside {what} {folder}: it holds every user's grants, "
-                                "so keep it out of any output folder (--store elsewhere)")
-
-
-def _network_inputs(args: argparse.Namespace, catalog: Any, queries: Any) -> dict[str, str]:
-    """The network's inputs, checked before Spark starts: one per stream its queries read, each
-    an existing path the reader can read."""
-    from streamwarden.engine.execute import check_inputs
-    from streamwarden.language.parser import parse_query
-
-    inputs = _inputs(args.input)
-    needed = {s.stream for q in queries for s in parse_query(q.query).sources}
-    line_read = {s.stream for q in queries for s in parse_query(q.query).sources
-                 if s.window is not None and s.window.kind == "rows"}
-    check_inputs(catalog, needed, inputs, line_read=line_read)
-    return inputs
-
-
 def _network_run(args: argparse.Namespace) -> int:
     """``network run``: the store's registered queries (after registering --queries), kept running
     and polled for changes between micro-batches until Ctrl-C (or, --available-now, until done)."""
-    from streamwarden import api
-    from streamwarden.engine.execute import check_inputs
-    from streamwarden.engine.sinks import check_checkpoint
-    from streamwarden.catalog.authorization import AuthorizationServer
-    from streamwarden.catalog.registry import load_queries
-    from streamwarden.runtime.plan import plan_network
-
     if args.queries and not args.catalog:
         raise StreamwardenError("--queries needs --catalog: the queries are checked against it before they are "
                                 "registered")
-    _store_outside(args.store, args.output_dir, "the output folder")
-    server = AuthorizationServer(args.store)
-    if args.catalog:
-        catalog = api.load_catalog(args.catalog)
-        if args.queries:
-            server.register(load_queries(args.queries, catalog), catalog)
-        else:
-            server.store.save(catalog)
-    elif not server.store.has_catalog():
-        raise StreamwardenError(f"the store {server.store.url} holds no catalog: give --catalog FILE.yaml")
-    catalog = server.store.load()
-    queries = server.registrations()
-    if not queries:
-        raise StreamwardenError(f"the store {server.store.url} has no registered query: give --queries QUERIES.yaml "
-                                "(with --catalog), or `streamwarden network register` them first")
-    inputs = _inputs(args.input)
-    plan = plan_network(catalog, queries)
-    check_inputs(catalog, {s.stream for p in plan.pipelines for s in _plan_sources(p)}, inputs,
-                 line_read={s.stream for p in plan.pipelines for s in _plan_sources(p)
-                            if s.window is not None and s.window.kind == "rows"})
-    store = server.store
-    checkpoint = Path(args.checkpoint) if args.checkpoint else None
-    if checkpoint is not None:
-        check_checkpoint(checkpoint, args.output_dir, sink_written=True)  # no overlap, before Spark starts
-    from streamwarden.engine.session import get_spark
-    from streamwarden.runtime.network import NetworkRuntime, default_checkpoint_root
-
-    root = checkpoint or default_checkpoint_root(store.home, args.output_dir)
-    runtime = NetworkRuntime(get_spark(), store.url, inputs, args.output_dir, root, lateness=_lateness(args.lateness),
-                             trigger=_trigger(args.trigger))
+    catalog = api.load_catalog(args.catalog) if args.catalog else None
+    queries = api.load_queries(args.queries, catalog) if args.queries and catalog is not None else None
+    inputs, lateness, trigger = _inputs(args.input), _lateness(args.lateness), _trigger(args.trigger)
     with _warning_lines("streamwarden.network"):  # quarantined records and failed pipelines: one line each
-        runtime.start(available_now=args.available_now)
+        runtime = api.run_network(inputs, args.output_dir, store_url=args.store, catalog=catalog, queries=queries,
+                                  checkpoint_root=args.checkpoint or None, lateness=lateness, trigger=trigger,
+                                  available_now=args.available_now)
+        info = api.network_info(runtime)
         until = "until its input is processed" if args.available_now else "Ctrl-C to stop"
-        print(f"network of {len(queries)} queries running as {len(runtime.streams)} pipelines, checkpoint {root}; "
-              f"grant/revoke/register/check with --store {store.url} ({'; '.join([until, *_spark_log_note(args)])})",
-              file=sys.stderr)
+        print(f"network of {info.queries} queries running as {info.spark_queries} pipelines, checkpoint "
+              f"{info.checkpoint_root}; grant/revoke/register/check with --store {info.store_url} "
+              f"({'; '.join([until, *_spark_log_note(args)])})", file=sys.stderr)
         code = _until_done(runtime, "the network", poll_seconds=min(2.0, _seconds(args.trigger)))
     failed = runtime.failures()  # each stopped alone, the others ran on; said once as it happened
     if failed and code == 0:
-        print(f"{len(failed)} of {len(runtime.running)} pipelines stopped on an error: "
+        print(f"{len(failed)} of {api.network_info(runtime).pipelines} pipelines stopped on an error: "
               + "; ".join(f"{name}: {why}" for name, why in sorted(failed.items())), file=sys.stderr)
         return 2 if all(why.startswith("broken record") for why in failed.values()) else 3
     return code
@@ -750,42 +632,21 @@ def _warning_lines(logger: str) -> Iterator[None]:
         target.removeHandler(handler)
 
 
-def _plan_sources(pipeline: Any) -> list[Any]:
-    from streamwarden.plan.nodes import sources
-
-    return list(sources(pipeline.rewriting.plan))
-
-
 def _seconds(text: str) -> float:
-    from streamwarden.language.parser import parse_duration
-
-    return parse_duration(text, "--trigger")
+    return api.parse_duration(text, "--trigger")
 
 
 def _network_explain(args: argparse.Namespace) -> int:
-    from streamwarden import api
-    from streamwarden.explain import network_json
-    from streamwarden.papers.network.optimizer import network_text, shared_network
-    from streamwarden.catalog.registry import load_queries
-    from streamwarden.papers.network.switches import place_switches
-
     catalog = api.load_catalog(args.catalog)
-    shared = shared_network(catalog, load_queries(args.queries, catalog))
-    placed = place_switches(shared.network)
+    explained = api.explain_network(catalog, api.load_queries(args.queries, catalog))
     if args.format == "json":
-        print(json.dumps(network_json(placed, shared), indent=2))
+        print(json.dumps(explained.json(), indent=2))
     elif args.format == "dot":
-        print(placed.to_dot(), end="")
+        print(explained.dot(), end="")
     else:
-        print(network_text(placed, shared), end="")
+        print(explained.text(), end="")
     if args.render:
-        from streamwarden.papers.network.draw import draw
-
-        try:
-            drawn = draw(placed, args.render, title=Path(args.queries).name)
-        except ImportError:
-            raise StreamwardenError("drawing a network needs Graphviz's `dot` on the PATH or the matplotlib package "
-                                    "(pip install matplotlib); `--format dot` prints it for Graphviz") from None
+        drawn = explained.draw(args.render, title=Path(args.queries).name)
         print(f"drawn to {drawn}", file=sys.stderr)
     return 0
 
@@ -796,43 +657,29 @@ def _network(args: argparse.Namespace) -> int:
     if args.network_command == "run":
         return _network_run(args)
     if args.network_command == "unregister":
-        from streamwarden.catalog.authorization import AuthorizationServer
-
-        server = AuthorizationServer.existing(args.store)
-        server.unregister(args.query)
-        print(f"unregistered {args.query} from {server.store.url} (a running network stops it at its next poll)",
+        url = api.unregister(args.query, args.store)
+        print(f"unregistered {args.query} from {url} (a running network stops it at its next poll)",
               file=sys.stderr)
         return 0
-    from streamwarden import api
-    from streamwarden.catalog.authorization import AuthorizationServer
-    from streamwarden.catalog.registry import load_access, load_queries
-
     catalog = api.load_catalog(args.catalog)
-    queries = load_queries(args.queries, catalog)
+    queries = api.load_queries(args.queries, catalog)
     if args.network_command == "register":
-        server = AuthorizationServer(args.store)
-        server.register(queries, catalog)
-        print(f"registered {', '.join(q.id for q in queries)} in {server.store.url}", file=sys.stderr)
+        url = api.register(queries, catalog, args.store)
+        print(f"registered {', '.join(q.id for q in queries)} in {url}", file=sys.stderr)
         return 0
-    from streamwarden.runtime.network_replay import replay_network
-
-    changes = load_access(args.access, queries)
-    inputs = _network_inputs(args, catalog, queries)
-    if args.store:
-        _store_outside(args.store, args.output_dir, "the output folder")
-        AuthorizationServer(args.store).register(queries, catalog)
-    from streamwarden.engine.session import get_spark
-
-    written = replay_network(get_spark(), catalog, queries, changes, inputs, args.output_dir)
+    changes = api.load_access(args.access, queries)
+    # every input checked before Spark starts; with --store, the queries registered there too
+    written = api.replay_network(catalog, queries, changes, _inputs(args.input), args.output_dir,
+                                 store_url=args.store)
     for (user, query), count in sorted(written.items()):
         print(f"{user}/{query}.jsonl: {count} rows", file=sys.stderr)
     return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from streamwarden.service.server import ServeOptions, serve
+    from streamwarden.service.server import ServeOptions, serve  # the service: a front end of its own
 
-    _store_outside(args.store, args.output_dir, "the output folder")
+    api.check_store_outside(args.store, args.output_dir, "the output folder")
     return serve(ServeOptions(
         store_url=args.store, inputs=_inputs(args.input), output_dir=args.output_dir, catalog=args.catalog,
         host=args.host, port=args.port, tls_cert=args.tls_cert, tls_key=args.tls_key, jwks=args.jwks,
@@ -844,59 +691,50 @@ def _serve(args: argparse.Namespace) -> int:
 def _sp(args: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
-    from streamwarden.language.expressions import parse_timestamp
-    from streamwarden.language.insert_sp import parse_insert_sp
-    from streamwarden.security.punctuation.generate import policy_from_statements
-    from streamwarden.catalog.punctuations import sp_records_text
-
-    statements = [parse_insert_sp(text, f"<statement {i}>") for i, text in enumerate(args.statements, start=1)]
+    statements = api.parse_sp_statements(args.statements)
     try:
-        ts = parse_timestamp(args.ts) if args.ts else datetime.now(timezone.utc).replace(microsecond=0)
+        ts = api.parse_timestamp(args.ts) if args.ts else datetime.now(timezone.utc).replace(microsecond=0)
     except ValueError:
         raise StreamwardenError(f"--ts {args.ts!r} is not an ISO-8601 timestamp") from None
-    attribute, value = None, None
+    provider: tuple[str, object] | None = None
     if args.provider:
         attribute, sep, raw = args.provider.partition("=")
         if not sep or not attribute:
             raise StreamwardenError(f"--provider expects ATTR=VALUE, got {args.provider!r}")
-        value = json.loads(raw) if raw.lstrip("-").replace(".", "", 1).isdigit() else raw
-    print(sp_records_text(policy_from_statements(statements, ts, value), attribute), end="")
+        provider = (attribute, json.loads(raw) if raw.lstrip("-").replace(".", "", 1).isdigit() else raw)
+    print(api.sp_records(statements, ts, provider), end="")
     return 0
 
 
 def _token(args: argparse.Namespace) -> int:
     """``token create`` / ``token revoke``: on a store with a catalog; audited, the token never."""
-    from streamwarden.catalog import identity
-    from streamwarden.catalog.store import CatalogStore
-    from streamwarden.names import check_name
-
     if args.provider is not None:
         check_name("stream", args.provider)  # before anything is written or audited
     if args.key is not None:
         if args.provider is None:
             raise StreamwardenError("--key names one provider of a stream: use it with --provider STREAM")
-        identity.check_key_text(args.key)
+        api.check_key_text(args.key)
     creating = args.token_command == "create"
     if creating and args.admin and args.provider is not None:
         raise StreamwardenError("--admin makes an administrator's token: use it with --user, not --provider")
-    expires = identity.parse_expiry(args.expires) if creating and args.expires is not None else None
-    store = CatalogStore.existing(args.store)  # never creates one: a mistyped --store is an error
+    expires = api.parse_expiry(args.expires) if creating and args.expires is not None else None
+    store = api.CatalogStore.existing(args.store)  # never creates one: a mistyped --store is an error
     kind, name = ("user", args.user) if args.user is not None else ("provider", args.provider)
-    target = identity.subject_label(kind, name, args.key)
+    target = api.subject_label(kind, name, args.key)
     if not creating:
         with _Audited(store, "token.revoke", target) as change:
-            count = (identity.revoke_tokens(store, args.user) if args.user is not None
-                     else identity.revoke_provider_tokens(store, args.provider, args.key))
+            count = (api.revoke_tokens(store, args.user) if args.user is not None
+                     else api.revoke_provider_tokens(store, args.provider, args.key))
             change.detail["revoked"] = count
         print(f"revoked {count} token{'' if count == 1 else 's'} of {target} in {store.url}")
         return 0
     with _Audited(store, "token.create", target) as change:
-        token = identity.create_token(store, args.user, admin=args.admin, expires=expires,
-                                      provider_stream=args.provider, provider_key=args.key)
-        token_id = identity.token_id(token)
+        token = api.create_token(store, args.user, admin=args.admin, expires=expires,
+                                 provider_stream=args.provider, provider_key=args.key)
+        token_id = api.token_id(token)
         assert token_id is not None  # a token just made is well formed
         change.detail.update(token_id=token_id, admin=args.admin, expires=args.expires)
-        change.undo = lambda: identity.revoke_token(store, token_id)  # a token made unaudited must not work
+        change.undo = lambda: api.revoke_token(store, token_id)  # a token made unaudited must not work
     what = [f"id {token_id}"] + (["admin"] if args.admin else []) + [f"expires in {args.expires}" if expires
                                                                      else "valid until revoked"]
     print(f"created a token for {target} ({', '.join(what)}) in {store.url}; the token is shown this "
@@ -922,14 +760,12 @@ class _Audited:
         return self
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
-        from streamwarden.catalog.audit import append
-
         if exc is not None and not isinstance(exc, StreamwardenError):
             return False  # unexpected: reported as such, nothing to record
         outcome, detail = ("ok", self.detail) if exc is None else ("refused", {"error": type(exc).__name__})
         try:
-            append(self.store, _cli_principal(), self.action, self.target, outcome, request_id=self.request,
-                   detail=detail)
+            api.append_audit(self.store, _cli_principal(), self.action, self.target, outcome,
+                             request_id=self.request, detail=detail)
         except BaseException:
             if exc is None and self.undo is not None:
                 self.undo()
@@ -951,12 +787,9 @@ def _cli_principal() -> str:
 def _audit(args: argparse.Namespace) -> int:
     """``audit verify`` (exit 1 on a finding, not 2: the trail was tampered with, the command
     was right) and ``audit show``."""
-    from streamwarden.catalog import audit
-    from streamwarden.catalog.store import default_store
-
     if args.audit_command == "verify":
-        anchor = audit.parse_anchor(args.anchor) if args.anchor is not None else None
-        result = audit.verify(args.store or default_store(), anchor)
+        anchor = api.parse_audit_anchor(args.anchor) if args.anchor is not None else None
+        result = api.verify_audit(args.store or api.default_store(), anchor)
         if not result.ok:
             print(f"audit trail broken: {result.message}")
             return EXIT_FAILURE
@@ -964,24 +797,20 @@ def _audit(args: argparse.Namespace) -> int:
             if result.head else ""
         print(result.message + head)
         return 0
-    for record in audit.records(args.store or default_store(), since=args.since, principal=args.principal):
+    for record in api.audit_records(args.store or api.default_store(), since=args.since, principal=args.principal):
         print(json.dumps(record.to_json(), ensure_ascii=False) if args.format == "json" else record.line())
     return 0
 
 
 def _action(args: argparse.Namespace) -> int:
-    from streamwarden.catalog.store import CatalogStore
-    from streamwarden.language.expressions import parse_timestamp
-    from streamwarden.names import check_name
-
     values: dict[str, object] = {}
     try:
         if args.clear:
             values.update(start=None, end=None)
         if args.start:
-            values["start"] = parse_timestamp(args.start)
+            values["start"] = api.parse_timestamp(args.start)
         if args.end:
-            values["end"] = parse_timestamp(args.end)
+            values["end"] = api.parse_timestamp(args.end)
     except ValueError as exc:
         raise StreamwardenError(f"not an ISO-8601 timestamp: {exc}") from None
     if args.target is not None:
@@ -989,7 +818,7 @@ def _action(args: argparse.Namespace) -> int:
     if not values:
         raise StreamwardenError("say what to change: --start, --end, --target or --clear")
     check_name("action", args.name)
-    store = CatalogStore.existing(args.store)  # never creates a store: a typo in --store or the folder is an error
+    store = api.CatalogStore.existing(args.store)  # never creates a store: a typo in --store or the folder is an error
     store.set_action(args.name, **values)  # an action the stored catalog does not declare is refused
     print(f"action {args.name} updated in {store.url}")
     return 0

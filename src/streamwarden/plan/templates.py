@@ -36,8 +36,8 @@ from typing import Any
 from streamwarden.plan import expr as E
 from streamwarden.plan.hashing import stable_text
 from streamwarden.language.ast import Window
-from streamwarden.plan.nodes import (Aggregate, Filter, LevelGuard, Node, Project, SecureView, Shield, Source, View,
-                                     walk)
+from streamwarden.plan.nodes import (Aggregate, Filter, Join, LevelGuard, Node, Project, SecureView, Shield, Source,
+                                     View, walk)
 
 #: Literal types a template takes as parameters (a level or a time of day stays in the plan).
 PARAMETER_TYPES = frozenset({"int", "long", "double", "string", "boolean", "timestamp"})
@@ -152,6 +152,21 @@ def parameterize(root: Node) -> Template | None:
     return Template(template, tuple(values), tuple(types), _keys(template))
 
 
+def why_not(root: Node) -> str:
+    """Why :func:`parameterize` finds no template for ``root``, in a few words (for ``explain``)."""
+    nodes = list(walk(root))
+    if any(isinstance(n, Join) for n in nodes):
+        return "it joins streams"
+    windows = [w for n in nodes for w in (getattr(n, "window", None),) if w is not None]
+    if any(w.kind == "rows" for w in windows):
+        return "it counts a [ROWS n] window"
+    if any(E.action_refs(e) for n in nodes for e in n.expressions()):
+        return "it reads a live action value"
+    if any(not _ranged(w) for w in windows):
+        return "its window is not a [RANGE] window"
+    return "its shape has no shared plan yet"
+
+
 def _ranged(window: Window | None) -> bool:
     return window is not None and window.kind == "range" and window.size_seconds is not None
 
@@ -216,4 +231,4 @@ def _keys(root: Node) -> tuple[tuple[str, int], ...]:
     return tuple(sorted({key for conjunct in necessary if (key := _key_of(conjunct)) is not None}))
 
 
-__all__ = ["PARAMETER_TYPES", "Template", "lift_keys", "parameterize"]
+__all__ = ["PARAMETER_TYPES", "Template", "lift_keys", "parameterize", "why_not"]

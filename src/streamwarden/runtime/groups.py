@@ -66,7 +66,7 @@ from streamwarden.engine.sinks import committed_batches, start_writer, stream_wr
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import make_private, private_dir, safe_path
 from streamwarden.plan.hashing import stable_text
-from streamwarden.plan.templates import Template, parameterize
+from streamwarden.plan.templates import Template, parameterize, why_not
 from streamwarden.runtime.deliveries import record_delivery
 from streamwarden.runtime.plan import Pipeline
 from streamwarden.runtime.quarantine import QuarantineLog
@@ -94,39 +94,49 @@ class Hosting:
         return self.graphs[0][1]
 
 
-def hosting(pipeline: Pipeline, catalog: Catalog, checkpoint: Path) -> Hosting | None:
+def hosting(pipeline: Pipeline, checkpoint: Path) -> Hosting | None:
     """The pipeline's place in a group, or None when it keeps a pipeline of its own (see the
     module docstring)."""
     if committed_batches(checkpoint / "spark"):
         return None  # it ran as its own Spark query: its checkpoint holds where it is
-    return place_of(pipeline.rewriting, catalog)
+    return group_of(pipeline.rewriting)
 
 
-def place_of(rewriting: Rewriting, catalog: Catalog) -> Hosting | None:
+def group_of(rewriting: Rewriting) -> Hosting | None:
     """The group that can run ``rewriting``'s graphs with others', or None (see the module docstring)."""
-    if rewriting.on_result or not rewriting.deployed:
-        return None
+    place = placement(rewriting)
+    return place if isinstance(place, Hosting) else None
+
+
+def placement(rewriting: Rewriting) -> Hosting | str:
+    """The group that can run ``rewriting``'s graphs with others', or why none can (a phrase)."""
+    if rewriting.on_result:
+        return "it publishes its results (ON RESULT)"
+    if not rewriting.deployed:
+        return "nothing of it is authorized"
     graphs = []
     for graph in rewriting.deployed:
         template = parameterize(graph.root)
         if template is None:
-            return None
+            return why_not(graph.root)
         graphs.append((graph.id, template))
     streams = {t.stream for _, t in graphs}
     if len(streams) != 1:
-        return None
+        return "its graphs read different streams"
     stream = streams.pop()
     readings = {t.reading_key for _, t in graphs}
     if len(readings) != 1:
-        return None  # graphs reading the stream for different roles or levels
+        return "its graphs read the stream for different roles or levels"
     stateful = [t for _, t in graphs if t.stateful]
     if not stateful:  # the stream's tuple group, one per shield and level the stream is read through
         reading = readings.pop()
         return Hosting(stream if reading == stable_text(()) else f"{stream}_read{_short_hash(reading)}", stream,
                        tuple(graphs))
-    aggregate = SharedAggregate.of(stateful[0]) if len(graphs) == 1 else None
+    if len(graphs) > 1:
+        return "it aggregates in one graph and has another"
+    aggregate = SharedAggregate.of(stateful[0])
     if aggregate is None:
-        return None
+        return "its aggregate has a constant of its own beside the keys (each member would need its own state)"
     # one group per shared plan: the plan's text names it, the same in every process
     return Hosting(f"{stream}_agg{_short_hash(aggregate.template.key)}", stream, tuple(graphs), aggregate)
 
@@ -480,4 +490,4 @@ def _write_json(path: Path, value: Any) -> None:
     _write_text(path, json.dumps(value) + "\n")
 
 
-__all__ = ["GROUPS", "Hosting", "StreamGroup", "hosting", "place_of"]
+__all__ = ["GROUPS", "Hosting", "StreamGroup", "group_of", "hosting", "placement"]

@@ -73,7 +73,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -93,7 +93,7 @@ from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import check_name, make_private, open_private, private_dir, safe_path
 from streamwarden.plan.nodes import sources
 from streamwarden.runtime.deliveries import record_delivery
-from streamwarden.runtime.groups import StreamGroup, hosting
+from streamwarden.runtime.groups import Hosting, StreamGroup, hosting
 from streamwarden.runtime.network_replay import within_periods
 from streamwarden.runtime.plan import NetworkPlan, Pipeline, plan_network
 from streamwarden.runtime.quarantine import QuarantineLog
@@ -131,6 +131,12 @@ class _Running:
     last_quarantined: str | None = None  # where the latest micro-batch's first one was (file:line), never its text
     quarantine_log: QuarantineLog = field(default_factory=QuarantineLog)  # which micro-batches were counted
     group: str | None = None  # the group that hosts it (streamwarden.runtime.groups); None: its own query
+    place: Hosting | None = None  # where a group can host it, decided when it is prepared (None: its own query)
+
+
+#: What a user's ``_access.json`` for a query says: receiving, why, her periods, the event time
+#: reached, and her pipeline (its name holds the level and graphs) or the query's level.
+_StatusFacts = tuple[bool, str, tuple[Period, ...], datetime | None, str | None]
 
 
 class NetworkRuntime(StreamsRunner):
@@ -158,8 +164,12 @@ class NetworkRuntime(StreamsRunner):
         self.trigger = trigger
         self.available_now = False
         self.running: dict[str, _Running] = {}  # by pipeline name
-        self.groups: dict[str, StreamGroup] = {}  # by stream: the shared groups (streamwarden.runtime.groups)
+        self.groups: dict[str, StreamGroup] = {}  # by name: the shared groups (streamwarden.runtime.groups)
         self.plan = NetworkPlan(())
+        self._planned: dict[tuple[str, RegisteredQuery], NetworkPlan] = {}  # each registration's, for one catalog
+        self._statuses: dict[tuple[str, str], _StatusFacts] = {}  # (user, query): what its _access.json says
+        self._bound: dict[str, str] = {}  # query id -> the registration (rid) its checkpoint folder is for, checked
+        self._owners: dict[str, str] = {}  # user folder -> the identity it was checked to belong to
         self.catalog: Catalog | None = None
         self._seen: tuple[str, int] | None = None  # (registrations and catalog hash, last access change seq)
         self._lock = threading.RLock()
@@ -322,7 +332,7 @@ class NetworkRuntime(StreamsRunner):
                 check_name("user", user)
         self._retire_identities()
         self._retire_registrations(queries)
-        plan = plan_network(catalog, queries, lateness=self.lateness)
+        plan = self._plan(catalog, queries)
         wanted = {p.name: p for p in plan.pipelines}
         for name in [n for n in self.running if n not in wanted]:  # retired: unregistered, or a new plan
             retired = self.running.pop(name)
@@ -335,37 +345,50 @@ class NetworkRuntime(StreamsRunner):
         for name, pipeline in wanted.items():
             if name in self.running:
                 running = self.running[name]
-                running.pipeline = pipeline  # users may have changed: the switch reads them live
-                running.after = self._after(running.checkpoint, pipeline)
+                if running.pipeline.users != pipeline.users:  # users joined or left: what each must not get again
+                    running.after = self._after(running.checkpoint, pipeline)
+                running.pipeline = pipeline  # the switch reads its users live
                 if running.failure is not None:  # the store changed: a failed pipeline is tried again
                     running.failure, running.stream = None, None
                 continue
-            self.running[name] = self._prepare(pipeline)
-        for name, running in self.running.items():  # who a shared group hosts (streamwarden.runtime.groups)
-            place = hosting(running.pipeline, catalog, running.checkpoint) if running.stream is None else None
-            if running.group is not None and (place is None or place.group != running.group):
-                self.groups[running.group].release(name)
-                running.group = None
-            if place is not None:
+            running = self.running[name] = self._prepare(pipeline)
+            if running.place is not None:  # a shared group hosts it (streamwarden.runtime.groups)
+                place = running.place
                 group = self.groups.get(place.group) or self.groups.setdefault(place.group, StreamGroup(self, place))
                 group.host(running, place)
                 running.group = place.group
         self.plan = plan
         self.catalog = catalog
 
+    def _plan(self, catalog: Catalog, queries: tuple[RegisteredQuery, ...]) -> NetworkPlan:
+        """:func:`plan_network` of ``queries``, each registration planned once for one catalog: a
+        registration among a thousand costs its own planning, not the thousand's (a query's
+        pipelines depend only on it and the catalog)."""
+        planned = {}
+        for q in queries:
+            key = (catalog.text or "", q)
+            if key not in self._planned:  # new, or registered again: its folders may be new too
+                self._forget_statuses(query=q.id)
+            planned[key] = self._planned.get(key) or plan_network(catalog, (q,), lateness=self.lateness)
+        self._planned = planned  # what is no longer registered is forgotten
+        pipelines = sorted((p for part in planned.values() for p in part.pipelines),
+                           key=lambda p: (p.query.id, p.fingerprint))
+        return NetworkPlan(tuple(pipelines), tuple(d for part in planned.values() for d in part.denials), queries)
+
     # -- a new registration or identity starts with nothing ------------------------------------------
     def _retire_registrations(self, queries: tuple[RegisteredQuery, ...]) -> None:
         """A query id whose registration is not the one its checkpoint folder was made for: stop
         its pipelines and move its state and every user's rows of it aside."""
         for q in queries:
-            if q.rid is None:
-                continue
+            if q.rid is None or self._bound.get(q.id) == q.rid:
+                continue  # checked before (a thousand registrations: not a thousand files read per poll)
             marker = self.root / q.id / REGISTRATION
             try:
                 recorded = json.loads(marker.read_text(encoding="utf-8")).get("rid")
             except (OSError, ValueError, AttributeError):
                 recorded = None
             if recorded == q.rid:
+                self._bound[q.id] = q.rid
                 continue
             if recorded is not None:
                 for name in [n for n, r in self.running.items() if r.pipeline.query.id == q.id]:
@@ -379,6 +402,7 @@ class NetworkRuntime(StreamsRunner):
                     _move_aside(folder, self.output / RETIRED / folder.parent.name / stamp)
             private_dir(self.root / q.id)
             _write_text(marker, json.dumps({"rid": q.rid}) + "\n")
+            self._bound[q.id] = q.rid
 
     def _retire_identities(self) -> None:
         """A user folder of the output delivered to another identity than the user's now (or to
@@ -387,7 +411,9 @@ class NetworkRuntime(StreamsRunner):
         if not self.output.is_dir():
             return
         for folder in self.output.iterdir():
-            if folder.name.startswith(".") or not folder.is_dir():
+            if folder.name.startswith(".") or self._owners.get(folder.name) == current.get(folder.name, ""):
+                continue  # checked before, and the user has the same identity now
+            if not folder.is_dir():
                 continue
             marker = folder / IDENTITY
             try:
@@ -398,15 +424,23 @@ class NetworkRuntime(StreamsRunner):
             if now is not None and recorded in (None, now):
                 if recorded is None:  # written before identities: it is this user's
                     _write_text(marker, now + "\n")
+                self._owners[folder.name] = now
                 continue
             _move_aside(folder, self.output / RETIRED / f"{folder.name}-{recorded or 'undeclared'}")
+            self._forget_statuses(user=folder.name)
 
-    def _user_folder(self, user: str) -> Path:
-        """``DIR/<user>/``: private, and marked with the identity its rows go to."""
+    def _forget_statuses(self, *, user: str | None = None, query: str | None = None) -> None:
+        """Write the statuses of ``user`` (or of ``query``) at the next poll even if unchanged: their
+        folders moved or are new."""
+        self._statuses = {(u, q): facts for (u, q), facts in self._statuses.items() if u != user and q != query}
+
+    def _user_folder(self, user: str, identities: Mapping[str, str] | None = None) -> Path:
+        """``DIR/<user>/``: private, and marked with the identity its rows go to (``identities``:
+        the store's, when the caller has read them already)."""
         folder = private_dir(safe_path(self.output, user), tighten=True)
         marker = folder / IDENTITY
         if not marker.is_file():
-            identity = self.store.incarnations().get(user)
+            identity = (identities if identities is not None else self.store.incarnations()).get(user)
             if identity is not None:
                 _write_text(marker, identity + "\n")
         return folder
@@ -440,7 +474,8 @@ class NetworkRuntime(StreamsRunner):
         checkpoint = self.root / pipeline.query.id / pipeline.fingerprint[:32]
         private_dir(checkpoint)
         return _Running(pipeline, None, checkpoint, self._after(checkpoint, pipeline),
-                        _read_time(checkpoint / "emitted.json"), spgen=_read_time(checkpoint / "spgen.json"))
+                        _read_time(checkpoint / "emitted.json"), spgen=_read_time(checkpoint / "spgen.json"),
+                        place=hosting(pipeline, checkpoint))
 
     # -- handover: no row twice when a user moves between pipelines -------------------------------
     def _handover(self, query: str, users: tuple[str, ...], emitted: datetime | None) -> None:
@@ -557,35 +592,42 @@ class NetworkRuntime(StreamsRunner):
     def _write_status(self, changes: tuple[AccessChange, ...]) -> None:
         """Each listed user's ``_access.json`` for each query: receiving it now, and why not. A
         grant's end is judged by the event time the pipeline has reached, not the wall clock."""
+        identities: Mapping[str, str] | None = None  # read once, when a folder is new
         for q in self.plan.queries:
             for user in q.users:
                 pipeline = self.plan.pipeline_of(q.id, user)
                 running = self.running.get(pipeline.name) if pipeline is not None else None
                 periods = access_periods(changes, q, user)
                 receiving, reason = _receiving(self.plan, q, user, periods, running)
+                facts: _StatusFacts = (receiving, reason, tuple(periods), running.emitted if running else None,
+                                       pipeline.name if pipeline is not None else q.level)
+                if self._statuses.get((user, q.id)) == facts:
+                    continue  # written already: a thousand users' folders are not visited every poll
                 status = {"query": q.id, "user": user, "receiving": receiving, "reason": reason,
                           "periods": [[_iso(a), None if b is None else _iso(b)] for a, b in periods],
                           "event_time": _iso(running.emitted) if running and running.emitted else None,
                           "level": pipeline.level if pipeline is not None else q.level,
                           "graphs": [g.id for g in pipeline.rewriting.deployed] if pipeline is not None else []}
-                self._user_folder(user)
+                text = json.dumps(status, indent=2) + "\n"
+                if identities is None:
+                    identities = self.store.incarnations()
+                self._user_folder(user, identities)
                 folder = safe_path(self.output, user, q.id)
                 private_dir(folder)
                 target = folder / STATUS
-                text = json.dumps(status, indent=2) + "\n"
-                if target.is_file() and target.read_text(encoding="utf-8") == text:
-                    continue
-                partial = folder / f".{STATUS}.partial"
-                partial.unlink(missing_ok=True)
-                with open_private(partial) as handle:
-                    handle.write(text)
-                partial.replace(target)
+                if not (target.is_file() and target.read_text(encoding="utf-8") == text):
+                    partial = folder / f".{STATUS}.partial"
+                    partial.unlink(missing_ok=True)
+                    with open_private(partial) as handle:
+                        handle.write(text)
+                    partial.replace(target)
+                self._statuses[(user, q.id)] = facts
 
 
 def _receiving(plan: NetworkPlan, query: RegisteredQuery, user: str, periods: list[Period],
                running: _Running | None) -> tuple[bool, str]:
     """Does ``user`` receive ``query``'s rows now, and if not, why (one sentence)?"""
-    denial = next((d for d in plan.denials if d.query == query.id and d.user == user), None)
+    denial = plan.denial_of(query.id, user)
     if denial is not None:
         return False, denial.reason
     if running is not None and running.failure is not None:
@@ -877,4 +919,17 @@ def default_checkpoint_root(home: str | Path, output_dir: str | Path) -> Path:
     return Path(home) / "checkpoints" / f"network-{key}"
 
 
-__all__ = ["MARKER", "STATUS", "NetworkRuntime", "default_checkpoint_root", "read_status", "read_user_rows"]
+def forget_query(output_dir: str | Path, query: str, users: Iterable[str], checkpoint_root: str | Path | None = None
+                 ) -> None:
+    """Remove what ``query`` left: each of ``users``' rows and status of it and, with the network's
+    ``checkpoint_root``, its state and handover marks, so that a query registered again under its
+    id starts afresh. Only for a query no pipeline runs any more (unregistered, and the running
+    network has applied that): a running pipeline would write into the folders as they go."""
+    for user in users:
+        shutil.rmtree(safe_path(output_dir, user, query), ignore_errors=True)
+    if checkpoint_root is not None:
+        shutil.rmtree(safe_path(checkpoint_root, query), ignore_errors=True)
+
+
+__all__ = ["MARKER", "STATUS", "NetworkRuntime", "default_checkpoint_root", "forget_query", "read_status",
+           "read_user_rows"]

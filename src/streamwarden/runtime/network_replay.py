@@ -39,7 +39,7 @@ from streamwarden.engine.sinks import write_lines
 from streamwarden.names import check_name, private_dir, safe_path
 from streamwarden.plan.nodes import Node, sources
 from streamwarden.plan.templates import Template
-from streamwarden.runtime.groups import Hosting, place_of
+from streamwarden.runtime.groups import Hosting, group_of
 from streamwarden.security.passes import SecurityOptions, secure
 from streamwarden.security.rewrite.algorithm import Rewriting
 from streamwarden.security.punctuation.spgen import spgen_lines
@@ -116,7 +116,7 @@ class _SharedReplay:
 
     def add(self, rewriting: Rewriting, pair: tuple[str, str], periods: Sequence[Period], target: Path) -> bool:
         """Take the (user, query) pair's rows when a group hosts ``rewriting``; False: not hosted."""
-        place = place_of(rewriting, self.catalog)
+        place = group_of(rewriting)
         if place is None or place.stream not in self.inputs:
             return False
         group = self.groups.setdefault(place.group, _Group(place))

@@ -24,6 +24,7 @@ Planning is pure: no Spark, the catalog and the registrations in, the plan out.
 from __future__ import annotations
 
 import hashlib
+from functools import cached_property
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -69,7 +70,19 @@ class NetworkPlan:
     queries: tuple[RegisteredQuery, ...] = field(default=())
 
     def pipeline_of(self, query: str, user: str) -> Pipeline | None:
-        return next((p for p in self.pipelines if p.query.id == query and user in p.users), None)
+        return self._pipelines_by_member.get((query, user))
+
+    def denial_of(self, query: str, user: str) -> Denial | None:
+        """Why ``user`` receives nothing of ``query`` (None: she is in a pipeline of it)."""
+        return self._denials_by_member.get((query, user))
+
+    @cached_property
+    def _pipelines_by_member(self) -> dict[tuple[str, str], Pipeline]:  # a thousand users: looked up, not scanned
+        return {(p.query.id, user): p for p in reversed(self.pipelines) for user in p.users}
+
+    @cached_property
+    def _denials_by_member(self) -> dict[tuple[str, str], Denial]:
+        return {(d.query, d.user): d for d in reversed(self.denials)}
 
 
 def plan_network(catalog: Catalog, queries: Sequence[RegisteredQuery], *, lateness: str = "0 seconds") -> NetworkPlan:

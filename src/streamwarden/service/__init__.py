@@ -17,6 +17,9 @@ The layers, top down (each module one job):
   live changes; absent in tests that exercise the HTTP contract alone.
 * :mod:`~streamwarden.service.server` — the ``serve`` command: Spark, the host, uvicorn.
 
-Rows reach users through the network's delivery logs
-(:mod:`streamwarden.runtime.deliveries`), so the HTTP layer never touches Spark.
+Every module calls :mod:`streamwarden.api` only (and the public leaf modules ``errors``,
+``names`` and ``records``; ``tests/test_layers.py`` checks it): rows reach users through
+the API's readers of the network's delivery logs (:func:`streamwarden.api.read_rows`), so
+the HTTP layer never touches Spark, and a removed query's rows and state go through
+:func:`streamwarden.api.forget_query`, so the service never learns the runtime's folders.
 """

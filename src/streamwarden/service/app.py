@@ -31,25 +31,17 @@ from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from streamwarden.catalog.audit import clean_text
-from streamwarden.catalog.audit import records as audit_records
-from streamwarden.catalog.authorization import AuthorizationServer
-from streamwarden.catalog.identity import Principal
-from streamwarden.catalog.loader import load_catalog_text
-from streamwarden.catalog.model import Catalog
-from streamwarden.catalog.registry import STREAM, AccessChange, RegisteredQuery, access_periods, parse_own_id
-from streamwarden.catalog.store import CatalogStore, UnknownName
+from streamwarden.api import (MAX_CURSOR, STREAM, AccessChange, AuthorizationServer, Catalog, CatalogStore, Principal,
+                              RegisteredQuery, UnknownName, access_periods, audit_records, clean_text, delivered_rows,
+                              delivery_summary, format_timestamp, load_catalog_text, parse_own_id, parse_timestamp,
+                              read_rows, read_status)
 from streamwarden.errors import SourceError, StreamwardenError
-from streamwarden.language.expressions import parse_timestamp
-from streamwarden.names import name_problem, safe_path
-from streamwarden.runtime.deliveries import MAX_CURSOR, deliveries, read_rows
-from streamwarden.runtime.network import STATUS
+from streamwarden.names import name_problem
 from streamwarden.service.auth import Authenticator
 from streamwarden.service.errors import ApiError, forbidden, position_of, unauthenticated
 from streamwarden.service.host import NetworkHost
 from streamwarden.service.metrics import Metrics
 from streamwarden.service.providers import MAX_BODY, MAX_CLOCK_SKEW, append_records, check_records
-from streamwarden.plan.expr import format_timestamp
 from streamwarden.service.queries import Entry, QueryBook, explain_for, explanation, periods_json
 from streamwarden.service.trail import AuditTrail
 
@@ -265,7 +257,7 @@ def create_app(service: Service) -> FastAPI:
         principal = user_caller(request, "query.rows", f"query:{_short(query_id)}")
         entry = service.book.find(principal, query_id)
         request.state.object = f"query:{entry.ref}"
-        page = read_rows(safe_path(service.output, principal.name, entry.internal), after=_cursor(after), limit=limit)
+        page = read_rows(service.output, principal.name, entry.internal, after=_cursor(after), limit=limit)
         if page.lines:  # the audit names the policies that authorized what was read
             request.state.policies = service.policies(entry.internal, principal.name)
         # the rows as the network wrote them (Spark's to_json): passed on, not parsed and encoded again
@@ -279,9 +271,9 @@ def create_app(service: Service) -> FastAPI:
         entry = await asyncio.to_thread(service.book.find, principal, query_id)
         request.state.object = f"query:{entry.ref}"
         start = _cursor(request.headers.get("last-event-id") or after)
-        folder = safe_path(service.output, principal.name, entry.internal)
         header = request.headers.get("authorization")
-        return EventSourceResponse(_events(service, folder, start, request, header, principal, entry.id), ping=15)
+        return EventSourceResponse(_events(service, entry.internal, start, request, header, principal, entry.id),
+                                   ping=15)
 
     # -- admins ------------------------------------------------------------------------------
     @app.put("/v1/catalog", openapi_extra=_raw_body("the catalog's YAML", "application/yaml"))
@@ -386,8 +378,7 @@ def create_app(service: Service) -> FastAPI:
             {"name": _public_pipeline(p.name, p.query), "query": _public_name(p.query), "users": list(p.users),
              "streams": list(p.streams), "active": p.active,
              "batches": p.batches, "last_batch_ms": p.last_batch_ms, "input_rows": p.input_rows,
-             "rows_delivered": {u: sum(d.rows for d in deliveries(safe_path(service.output, u, p.query)))
-                                for u in p.users},
+             "rows_delivered": {u: delivered_rows(service.output, u, p.query) for u in p.users},
              "failure": p.failure, "quarantined": p.quarantined, "last_quarantined": p.last_quarantined}
             for p in pipelines]}
 
@@ -537,18 +528,13 @@ def _summary(service: Service, entry: Entry, principal: Principal) -> dict[str, 
 
 
 def _status(service: Service, entry: Entry, user: str) -> dict[str, Any]:
-    folder = safe_path(service.output, user, entry.internal)
-    logged = deliveries(folder)
-    status: dict[str, Any] = {"rows_delivered": sum(d.rows for d in logged), "last_batch": None}
-    if logged:
-        batch = folder / logged[-1].batch
-        try:
-            at = datetime.fromtimestamp(batch.stat().st_mtime, timezone.utc)
-            status["last_batch"] = {"batch": logged[-1].batch, "rows": logged[-1].rows, "at": format_timestamp(at)}
-        except OSError:
-            status["last_batch"] = {"batch": logged[-1].batch, "rows": logged[-1].rows}
+    delivered = delivery_summary(service.output, user, entry.internal)
+    status: dict[str, Any] = {"rows_delivered": delivered.rows, "last_batch": None}
+    if delivered.last_batch is not None:
+        status["last_batch"] = {"batch": delivered.last_batch, "rows": delivered.last_rows,
+                                **({"at": format_timestamp(delivered.last_at)} if delivered.last_at else {})}
     try:
-        access = json.loads((folder / STATUS).read_text(encoding="utf-8"))
+        access = read_status(service.output, user, entry.internal)
         status.update(receiving=access.get("receiving"), reason=access.get("reason") or None)
     except (OSError, ValueError):
         status.update(receiving=None, reason="the network has not reported on this query yet")
@@ -556,14 +542,14 @@ def _status(service: Service, entry: Entry, user: str) -> dict[str, Any]:
     return status
 
 
-async def _events(service: Service, folder: Path, cursor: int, request: Request, header: str | None,
+async def _events(service: Service, query: str, cursor: int, request: Request, header: str | None,
                   principal: Principal, public: str) -> AsyncIterator[dict[str, str]]:
-    """A user's rows as events. Her token and her query are checked again before every page of
-    rows is sent, and every few seconds while none come: a revoked token, an expired one or a
-    removed query ends the stream at once, backlog or not."""
+    """A user's rows of ``query`` (its internal id) as events. Her token and her query are checked
+    again before every page of rows is sent, and every few seconds while none come: a revoked
+    token, an expired one or a removed query ends the stream at once, backlog or not."""
     checked = time.monotonic()
     while True:
-        page = await asyncio.to_thread(read_rows, folder, after=cursor, limit=500)
+        page = await asyncio.to_thread(read_rows, service.output, principal.name, query, after=cursor, limit=500)
         if page.lines or time.monotonic() - checked > REAUTH_SECONDS:
             checked = time.monotonic()
             ended = await asyncio.to_thread(_still_allowed, service, header, principal, public)
@@ -614,7 +600,7 @@ def _metrics_text(service: Service) -> str:
     for q in service.server.registrations():
         name = _public_name(q.id)
         for user in q.users:
-            delivered[(name, user)] = sum(d.rows for d in deliveries(safe_path(service.output, user, q.id)))
+            delivered[(name, user)] = delivered_rows(service.output, user, q.id)
             periods = access_periods(changes, q, user)
             active[(name, user)] = 1.0 if periods and periods[-1][1] is None else 0.0
     text = [m.counter("streamwarden_requests_total", "HTTP requests by action and outcome.", requests,

@@ -10,7 +10,7 @@ declared by the stored catalog; a ``roles`` claim holding ``streamwarden-admin``
 admin. Anything else is anonymous (None): the caller answers 401 without saying which
 check failed.
 
-    >>> from streamwarden.catalog.store import CatalogStore
+    >>> from streamwarden.api import CatalogStore
     >>> import tempfile, os
     >>> store = CatalogStore("sqlite:///" + os.path.join(tempfile.mkdtemp(), "c.db"))
     >>> Authenticator(store).principal("Bearer nonsense") is None
@@ -25,8 +25,7 @@ from pathlib import Path
 
 import jwt
 
-from streamwarden.catalog.identity import Principal, authenticate
-from streamwarden.catalog.store import CatalogStore
+from streamwarden.api import CatalogStore, Principal, authenticate
 from streamwarden.errors import StreamwardenError
 from streamwarden.names import name_problem
 

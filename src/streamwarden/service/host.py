@@ -1,6 +1,6 @@
 """The shared network the service hosts, kept up to date with the store.
 
-:class:`NetworkHost` owns a :class:`~streamwarden.runtime.network.NetworkRuntime` and one
+:class:`NetworkHost` owns a running network (:func:`streamwarden.api.start_network`) and one
 thread that polls the store every ``poll_seconds``: grants, revocations, registrations and
 catalogs that requests store take effect there, as they would for ``network run``. A
 request that must see its change applied at once (a registration, a removal) calls
@@ -21,53 +21,30 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
 
-from streamwarden.catalog.model import Catalog
-from streamwarden.catalog.registry import RegisteredQuery
-from streamwarden.engine.spark_log import silence_spark_log
-from streamwarden.plan.nodes import sources
-from streamwarden.runtime.network import NetworkRuntime
+from streamwarden.api import (Catalog, NetworkRuntime, PipelineStatus, RegisteredQuery, deployed_policies,
+                              network_info, pipeline_statuses, runnable_problem, silence_spark_log)
 
 log = logging.getLogger("streamwarden.service")
-
-
-@dataclass(frozen=True)
-class PipelineStatus:
-    """What operators see of one pipeline."""
-
-    name: str
-    query: str
-    users: tuple[str, ...]
-    streams: tuple[str, ...]
-    active: bool
-    batches: int
-    last_batch_ms: int | None
-    input_rows: int | None
-    rows: Mapping[str, int]  # delivered by this process (since it started)
-    withheld: Mapping[str, int]  # emitted outside each user's grants, since this process started
-    failure: str | None
-    quarantined: int = 0  # broken input records dropped, since this process started
-    last_quarantined: str | None = None  # where the latest micro-batch's first one was (file:line), never its text
 
 
 class NetworkHost:
     """The running network behind the service (see the module docstring)."""
 
     def __init__(self, runtime: NetworkRuntime, *, poll_seconds: float = 1.0):
-        self.runtime = runtime
+        self.runtime = runtime  # started (streamwarden.api.start_network)
         self.poll_seconds = poll_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="streamwarden-network", daemon=True)
 
     @property
     def checkpoint_root(self) -> Path:
-        return self.runtime.root
+        """Where the network keeps its pipelines' state (for :func:`streamwarden.api.forget_query`)."""
+        return network_info(self.runtime).checkpoint_root
 
     def start(self) -> "NetworkHost":
-        self.runtime.start()
+        """Start polling the store for the running network."""
         self._thread.start()
         return self
 
@@ -94,37 +71,16 @@ class NetworkHost:
         self.runtime.stop()
 
     def pipelines(self) -> list[PipelineStatus]:
-        running = self.runtime.pipelines()
-        statuses = []
-        for name, r in running:
-            progress: Mapping[str, Any] | None = None
-            active = False
-            query = self.runtime.query_of(r)  # its own Spark query, or its shared group's
-            if query is not None:
-                try:
-                    active = query.isActive
-                    progress = query.lastProgress
-                except Exception:  # stopping under us
-                    progress = None
-            durations = (progress or {}).get("durationMs") or {}
-            statuses.append(PipelineStatus(
-                name, r.pipeline.query.id, r.pipeline.users,
-                tuple(sorted({s.stream for s in sources(r.pipeline.rewriting.plan)})), active, r.batches,
-                durations.get("triggerExecution"), (progress or {}).get("numInputRows"), dict(r.rows),
-                dict(r.withheld), r.failure, r.quarantined, r.last_quarantined))
-        return statuses
+        return pipeline_statuses(self.runtime)
 
     def runnable_problem(self, query: RegisteredQuery, catalog: Catalog) -> str | None:
         """Why the network could not run ``query`` (None: it can); see
-        :meth:`~streamwarden.runtime.network.NetworkRuntime.runnable_problem`."""
-        return self.runtime.runnable_problem(query, catalog)
+        :func:`streamwarden.api.runnable_problem`."""
+        return runnable_problem(self.runtime, query, catalog)
 
     def policies(self, query: str, user: str) -> tuple[str, ...]:
         """The policy ids of the graphs deployed for ``user``'s pipeline of ``query`` (none: not running)."""
-        pipeline = self.runtime.plan.pipeline_of(query, user)
-        if pipeline is None:
-            return ()
-        return tuple(sorted({p for g in pipeline.rewriting.deployed for p in g.policies}))
+        return deployed_policies(self.runtime, query, user)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.poll_seconds):

@@ -26,7 +26,7 @@ otherwise the records become one new file in the stream's input folder, written 
 hidden name and renamed (a reader never sees half of it), named so that it sorts after
 every file the gateway wrote before (arrival order).
 
-    >>> from streamwarden.catalog.loader import load_catalog_text
+    >>> from streamwarden.api import load_catalog_text
     >>> cat = load_catalog_text("streams: {S: {schema: {ts: timestamp, a: int}}}\\nusers: {ann: {}}")
     >>> check_records(b'{"ts": "2026-03-01T10:00:00Z", "a": 1}\\n', cat.streams["S"], None)
     ['{"ts":"2026-03-01T10:00:00Z","a":1}']
@@ -47,14 +47,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from streamwarden.catalog.identity import ProviderKey
-from streamwarden.catalog.model import StreamDef
-from streamwarden.catalog.punctuations import MAX_SN, checked_sp_record
+from streamwarden.api import (MAX_SN, ProviderKey, StreamDef, checked_sp_record, format_timestamp, parse_timestamp,
+                              shown, typed_value)
 from streamwarden.errors import InputError
-from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import PRIVATE_FILE, private_dir
-from streamwarden.plan.expr import format_timestamp
-from streamwarden.catalog.values import shown, typed_value
 from streamwarden.records import record_lines
 from streamwarden.service.errors import ApiError
 

@@ -27,26 +27,17 @@ state or grants left by an earlier query of that id are not its own.
 
 from __future__ import annotations
 
-import shutil
 import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from streamwarden.catalog.authorization import AuthorizationServer
-from streamwarden.catalog.identity import Principal
-from streamwarden.catalog.lattice import query_level
-from streamwarden.catalog.model import Catalog
-from streamwarden.catalog.registry import RegisteredQuery, access_periods, own_id, parse_own_id
-from streamwarden.catalog.store import UnknownName
+from streamwarden.api import (AuthorizationServer, Catalog, Principal, RegisteredQuery, Rewriting, UnknownName,
+                              access_periods, authorize_registered, delivered_rows, explain_json, forget_query,
+                              format_timestamp, own_id, parse_own_id)
 from streamwarden.errors import SourceError, StreamwardenError
-from streamwarden.explain import explain_json
-from streamwarden.plan.expr import format_timestamp
-from streamwarden.names import MAX_NAME_LENGTH, name_problem, safe_path
-from streamwarden.runtime.deliveries import deliveries
-from streamwarden.security.passes import SecurityOptions, secure
-from streamwarden.security.rewrite.algorithm import Rewriting
+from streamwarden.names import MAX_NAME_LENGTH, name_problem
 from streamwarden.service.errors import ApiError, not_found
 
 MAX_QUERY_TEXT = 20_000  # characters of CQL in one registration
@@ -72,7 +63,7 @@ class Entry:
 
     def summary(self, output: Path, user: str | None) -> dict[str, Any]:
         listed = [user] if user is not None else list(self.registered.users)
-        rows = {u: sum(d.rows for d in deliveries(safe_path(output, u, self.internal))) for u in listed}
+        rows = {u: delivered_rows(output, u, self.internal) for u in listed}
         summary: dict[str, Any] = {"id": self.id, "query": self.registered.query, "level": self.registered.level,
                                    "shared": self.owner is None}
         if user is None:
@@ -215,11 +206,10 @@ class QueryBook:
 
     def forget(self, entry: Entry, checkpoint_root: Path | None) -> None:
         """Remove the rows and state of a query no pipeline runs (unregistered, its pipeline
-        stopped), so that a query registered again under the same id starts afresh."""
-        for user in entry.registered.users:
-            shutil.rmtree(safe_path(self.output, user, entry.internal), ignore_errors=True)
-        if checkpoint_root is not None:
-            shutil.rmtree(safe_path(checkpoint_root, entry.internal), ignore_errors=True)
+        stopped), so that a query registered again under the same id starts afresh: the
+        network's own removal (:func:`streamwarden.api.forget_query`), which knows its folders;
+        ``checkpoint_root`` is the running network's (None: no network, rows only)."""
+        forget_query(self.output, entry.internal, entry.registered.users, checkpoint_root)
 
     def grants(self, entry: Entry, user: str) -> list[list[str | None]]:
         """The user's access periods for the query, as ISO-8601 pairs (end None: open)."""
@@ -230,11 +220,7 @@ def explain_for(catalog: Catalog, query: RegisteredQuery, user: str) -> Rewritin
     """Every security pass for ``user`` (as the network will run it); 422 when it cannot run,
     naming the streams nothing opens to her."""
     try:
-        if query.level is not None:
-            query_level(catalog, user, query.level)
-        bound = query.bind(catalog)
-        options = SecurityOptions(level=query.level, granted_streams=query.granted_streams(catalog))
-        rewriting = secure(catalog, user, bound, options)
+        rewriting = authorize_registered(catalog, query, user)
     except SourceError as exc:
         raise ApiError(422, exc.message, line=exc.line, column=exc.column, field="query") from None
     except StreamwardenError as exc:

@@ -23,13 +23,13 @@ from typing import Any, Mapping
 
 import uvicorn
 
-from streamwarden.catalog.authorization import AuthorizationServer
-from streamwarden.catalog.loader import load_catalog
+from streamwarden.api import (AuthorizationServer, load_catalog, lower_priority, network_info, parse_duration,
+                              start_logged_spark, start_network, store_log_dir)
 from streamwarden.errors import StreamwardenError
-from streamwarden.language.parser import parse_duration
 from streamwarden.names import check_name, private_dir
 from streamwarden.service.app import Service, create_app
 from streamwarden.service.auth import Authenticator, JwtIssuer
+from streamwarden.service.host import NetworkHost
 from streamwarden.service.trail import AuditTrail
 
 log = logging.getLogger("streamwarden.service")
@@ -109,26 +109,20 @@ class _Server(uvicorn.Server):
 
 def serve(options: ServeOptions) -> int:
     """Run the service until SIGTERM or Ctrl-C; returns the exit status."""
-    from streamwarden.engine.session import lower_priority
-    from streamwarden.engine.session import start_logged_spark
-    from streamwarden.runtime.network import NetworkRuntime, default_checkpoint_root
-    from streamwarden.service.host import NetworkHost
-
     service = open_service(options)
     structured_logs()
-    log_dir = Path(options.log_dir) if options.log_dir else service.store.home / "logs"
+    log_dir = Path(options.log_dir) if options.log_dir else store_log_dir(service.store.url)
     spark = start_logged_spark(log_dir)  # Spark's output in a file: stderr carries the service's JSON lines
     log.info("Spark's log is %s", log_dir / "spark.log")
     if options.spark_nice:  # on 2 cores, micro-batches would otherwise starve the requests (bench/: experiment 8)
         log.info("Spark runs at nice %d (%d threads)", options.spark_nice, lower_priority(spark, options.spark_nice))
-    root = Path(options.checkpoint) if options.checkpoint else default_checkpoint_root(service.store.home,
-                                                                                       options.output_dir)
-    runtime = NetworkRuntime(spark, service.store.url, {k: str(v) for k, v in service.inputs.items()},
-                             options.output_dir, root, lateness=options.lateness, trigger=options.trigger,
-                             sp_folder=options.sp_folder)
+    inputs = {stream: str(folder) for stream, folder in service.inputs.items()}
+    runtime = start_network(inputs, options.output_dir, store_url=service.store.url,
+                            checkpoint_root=options.checkpoint or None, spark=spark, lateness=options.lateness,
+                            trigger=options.trigger, sp_folder=options.sp_folder)
     service.host = NetworkHost(runtime, poll_seconds=options.poll_seconds).start()
-    log.info("network started: %d pipelines for %d registered queries", len(runtime.running),
-             len(runtime.plan.queries))
+    info = network_info(runtime)
+    log.info("network started: %d pipelines for %d registered queries", info.pipelines, info.queries)
     scheme = "https" if options.tls_cert else "http"
     config = uvicorn.Config(create_app(service), host=options.host, port=options.port, log_level="warning",
                             access_log=False, ssl_certfile=options.tls_cert, ssl_keyfile=options.tls_key,

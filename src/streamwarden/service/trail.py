@@ -17,7 +17,7 @@ unhealthy, and the service answers 503 rather than serve requests it cannot audi
 the service exits, giving up (and logging how many records it lost) after ``timeout``.
 
     >>> import tempfile, os
-    >>> from streamwarden.catalog.store import CatalogStore
+    >>> from streamwarden.api import CatalogStore
     >>> trail = AuditTrail(CatalogStore("sqlite:///" + os.path.join(tempfile.mkdtemp(), "c.db")))
     >>> trail.record("user:ann", "query.list", "queries", "ok", request_id="r1"); trail.flush()
     True
@@ -37,8 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
-from streamwarden.catalog.audit import AuditError, append_all, clean_text, writable
-from streamwarden.catalog.store import CatalogStore
+from streamwarden.api import AuditError, CatalogStore, append_all, clean_text, writable
 
 log = logging.getLogger("streamwarden.service")
 GROUP = 500  # records in one transaction at most

@@ -1,14 +1,14 @@
-"""The public Python API: load a catalog, authorize a query, explain, replay, run.
+"""One user's query: authorize it, explain it, replay it over recorded files, run it continuously.
 
     >>> import streamwarden as sw
     >>> catalog = sw.load_catalog("examples/drill.yaml")
     >>> rewriting = sw.authorize(catalog, "paul", "SELECT SID, Pos FROM Position")
     >>> [g.id for g in rewriting.deployed]
     ['ag1']
+    >>> print(explain_text(rewriting, catalog, sql=False).splitlines()[0])
+    Query for paul (roles: Doctor): SELECT SID, Pos FROM Position
     >>> rows = sw.replay(catalog, "paul", "SELECT SID, Pos FROM Position",
     ...                  {"Position": "data/Position"})            # doctest: +SKIP
-
-The CLI (:mod:`streamwarden.cli.main`) is a thin layer over these functions.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from streamwarden.catalog.authorization import AuthorizationServer
-from streamwarden.catalog.loader import load_catalog
+from streamwarden.catalog.lattice import query_level
 from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import RegisteredQuery
 from streamwarden.catalog.store import CatalogStore
@@ -28,10 +27,10 @@ from streamwarden.engine.execute import build_job, check_inputs, replay_rows
 from streamwarden.engine.levels.processors import LevelProcessor, LevelQuery, check_outside_output, start_processors
 from streamwarden.engine.levels.routing import SHEPHERD, route_tuples, shared_streams, start_shepherds
 from streamwarden.engine.session import get_spark
-from streamwarden.engine.sinks import check_replay_output, start_stream, write_replay
+from streamwarden.engine.sinks import check_checkpoint, check_replay_output, start_stream, write_replay
+from streamwarden.explain import explain_json, explain_text
 from streamwarden.names import check_name, check_names
 from streamwarden.plan.nodes import sources
-from streamwarden.runtime.network import NetworkRuntime, default_checkpoint_root
 from streamwarden.security.levels.guard import check_write
 from streamwarden.security.passes import SecurityOptions, secure
 from streamwarden.security.rewrite.algorithm import Rewriting
@@ -41,9 +40,8 @@ if TYPE_CHECKING:  # pyspark lives in the engine and the runtime; the API only p
     from pyspark.sql.streaming import StreamingQuery
 
 __all__ = [
-    "Catalog", "CatalogStore", "LevelProcessor", "LevelQuery", "NetworkRuntime", "RegisteredQuery", "ReplayReport",
-    "Rewriting", "authorize", "load_catalog", "register", "replay", "replay_to_file", "run", "run_levels",
-    "run_network", "unregister", "update_catalog",
+    "LevelProcessor", "LevelQuery", "ReplayReport", "Rewriting", "authorize", "authorize_registered", "explain_json",
+    "explain_text", "replay", "replay_to_file", "run", "run_levels",
 ]
 
 
@@ -71,6 +69,24 @@ def authorize(catalog: Catalog, user: str, query: str, *, join_strategy: str = "
     if into is not None:
         check_write(catalog, rewriting.level, into)
     return rewriting
+
+
+def authorize_registered(catalog: Catalog, query: RegisteredQuery, user: str) -> Rewriting:
+    """The authorized graphs a network deploys for ``user``'s share of the registered ``query``:
+    every security pass at the query's level (``user`` must be cleared for it), the network's
+    grants opening the streams no role policy governs (:meth:`RegisteredQuery.granted_streams`).
+    Raises a :class:`~streamwarden.errors.StreamwardenError` naming what is wrong.
+
+        >>> from streamwarden.catalog.loader import load_catalog_text
+        >>> cat = load_catalog_text("streams: {S: {schema: {ts: timestamp, a: int}}}\\nusers: {ann: {}}")
+        >>> registered = RegisteredQuery("q1", ("ann",), "SELECT a FROM S")
+        >>> [g.id for g in authorize_registered(cat, registered, "ann").deployed]
+        ['ag1']
+    """
+    if query.level is not None:
+        query_level(catalog, user, query.level)
+    options = SecurityOptions(level=query.level, granted_streams=query.granted_streams(catalog))
+    return secure(catalog, user, query.bind(catalog), options)
 
 
 def replay(
@@ -155,9 +171,13 @@ def run(
 
     Action values are read from ``store_url`` (default: :func:`~streamwarden.catalog.store.default_store`)
     at every micro-batch. The checkpoint (default: ``checkpoints/<key>`` next to the store,
-    keyed by user, query, sink and level; never inside the sink) makes a restart neither
-    lose nor duplicate results. Every input folder must exist.
+    keyed by user, query, sink and level; never inside the sink, nor the sink inside it) makes a
+    restart neither lose nor duplicate results. Every input folder must exist. :func:`keep_running
+    <streamwarden.api.spark.keep_running>` keeps the query going, applying nothing but what its
+    source reads.
     """
+    if checkpoint is not None and sink != "console":
+        check_checkpoint(checkpoint, sink, sink_written=True)  # no overlap: before anything is written
     store = CatalogStore(store_url)
     if catalog.text:
         store.save(catalog)  # live action values stay (actions may have changed since the file was written)
@@ -231,48 +251,3 @@ def _check_inputs(catalog: Catalog, rewriting: Rewriting, inputs: Mapping[str, s
     :func:`streamwarden.engine.execute.check_inputs`)."""
     line_read = {s.stream for s in sources(rewriting.plan) if s.window is not None and s.window.kind == "rows"}
     check_inputs(catalog, {s.stream for s in sources(rewriting.plan)}, inputs, line_read=line_read)
-
-
-def run_network(
-    inputs: Mapping[str, str | Path],
-    output_dir: str | Path,
-    *,
-    store_url: str | None = None,
-    catalog: Catalog | None = None,
-    queries: Sequence[RegisteredQuery] | None = None,
-    checkpoint_root: str | Path | None = None,
-    spark: SparkSession | None = None,
-    lateness: str = "0 seconds",
-    trigger: str | None = None,
-    available_now: bool = False,
-) -> NetworkRuntime:
-    """Start the shared network of the queries registered in the store (``queries`` and
-    ``catalog``, when given, are registered and stored first). Every mechanism applies at
-    once: role policies (live actions included), security punctuations, security levels,
-    ``[ROWS n]`` windows and ``ON RESULT``. The runtime applies the store's changes (grants,
-    revocations, registrations, a new catalog) at each :meth:`~NetworkRuntime.poll`.
-
-        >>> # rt = sw.run_network({"S": "in/S"}, "out", catalog=cat, queries=qs, available_now=True)
-        >>> # rt.await_termination(); read_user_rows(spark, "out", "ann", "q1")
-    """
-    store = CatalogStore(store_url)
-    root = checkpoint_root or default_checkpoint_root(store.home, output_dir)
-    runtime = NetworkRuntime(spark or get_spark(), store.url, inputs, output_dir, root, lateness=lateness,
-                             trigger=trigger, queries=tuple(queries) if queries is not None else None, catalog=catalog)
-    return runtime.start(available_now=available_now)
-
-
-def register(queries: Sequence[RegisteredQuery], catalog: Catalog, store_url: str | None = None) -> None:
-    """Register queries (and store ``catalog``): a running network starts them at its next poll."""
-    AuthorizationServer(store_url).register(queries, catalog)
-
-
-def unregister(query_id: str, store_url: str | None = None) -> None:
-    """Remove a registered query: a running network stops it at its next poll (its grants stay logged)."""
-    AuthorizationServer.existing(store_url).unregister(query_id)
-
-
-def update_catalog(catalog: Catalog | str | Path, store_url: str | None = None) -> None:
-    """Load a new catalog into the store (live action values kept). A running network recompiles at
-    its next poll and restarts only the pipelines whose authorized plans it changed."""
-    CatalogStore(store_url).save(catalog if isinstance(catalog, Catalog) else load_catalog(catalog))
