@@ -356,6 +356,8 @@ def _rows_target(s: Sizes) -> Target:
                 runs += 1
                 if run.get("users_wrong"):
                     problems.append(f"{name} run {i + 1}: {run['users_wrong']:.0f} user(s) with other rows")
+                if run.get("stray_files"):
+                    problems.append(f"{name} run {i + 1}: {run['stray_files']:.0f} file(s) of rows for no known user")
                 if run.get("missing"):
                     problems.append(f"{name} run {i + 1}: {run['missing']:.0f} file(s) never reached every user")
                 if not run.get("drained", 1):
@@ -365,7 +367,8 @@ def _rows_target(s: Sizes) -> Target:
         return Verdict(not problems, "; ".join(problems[:6]) or f"{runs} runs: every user got exactly her rows")
 
     return Target("every user receives exactly her rows (count and a digest of their multiset, against the "
-                  "prepared files), every file reaches every user who should get rows of it, in every run", check)
+                  "prepared files) and nobody else any, every file reaches every user who should get rows of it, in "
+                  "every run", check)
 
 
 def _at(measured: Measured, name: str, metric: str) -> float:

@@ -216,6 +216,9 @@ def test_the_driver_feeds_watches_stops_and_reaps_a_pipeline(tmp_path: Path) -> 
     first = next((tmp_path / "out" / "rows").glob("*/*/batch=*/part-0.txt"))
     first.write_text(first.read_text().replace('"value": ', '"value": 1', 1))
     assert L.received(4)(tmp_path, tmp_path / "out")["users_wrong"] == 1, "a changed row is caught"
+    (tmp_path / "out" / "rows" / "mallory" / "q" / "batch=0").mkdir(parents=True)
+    (tmp_path / "out" / "rows" / "mallory" / "q" / "batch=0" / "part-0.txt").write_text("{}\n")
+    assert L.received(4)(tmp_path, tmp_path / "out")["stray_files"] == 1
 
 
 def test_the_driver_says_in_one_line_why_a_pipeline_did_not_start(tmp_path: Path) -> None:
@@ -244,6 +247,8 @@ def test_the_targets_judge_the_full_form_only() -> None:
     p50, _, _, rows = (t.check(measured) for t in e.targets)
     assert p50.met is False and "1 never reached every user" in p50.measured
     assert rows.met is False and "network-1000 run 1: 3 user(s) with other rows" in rows.measured
+    runs["network-1000"] = _runs(stray_files=2.0)
+    assert "network-1000 run 1: 2 file(s) of rows for no known user" in e.targets[3].check(measured).measured
     quick = L.experiment(quick=True)
     coordinates = {p.name: p.coordinates() for p in quick.pipelines}
     verdicts = [t.check(Measured({"network-20": _runs(), "plain-20": _runs()}, coordinates)) for t in quick.targets]
