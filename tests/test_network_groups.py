@@ -277,3 +277,18 @@ def test_a_shielded_levelled_stream_has_one_group_per_level_and_role_set_each_us
         assert received(spark, tmp_path, user) == Counter(json.dumps(r, sort_keys=True) for r in want), user
     seen = {u: {json.loads(r)["patient"] for r in received(spark, tmp_path, u)} for u in limits}
     assert seen["d3"] <= {3, 4} and seen["n1"] <= {1} and seen["d1"] <= {1, 2}  # levels and shields hold
+
+
+def test_spark_checks_a_group_template_once_whatever_its_number_of_members(spark, tmp_path, monkeypatch) -> None:
+    from streamwarden.runtime import network
+
+    checked = []
+    real = network._check_streaming
+    monkeypatch.setattr(network, "_check_streaming", lambda frame: checked.append(1) or real(frame))
+    rt = NetworkRuntime(spark, sqlite_url(tmp_path / "store.db"), {"Readings": str(tmp_path / "in")},
+                        tmp_path / "out", tmp_path / "cp")
+    for user in USERS:  # one template (value > ?1 under ward = ?0): Spark checks it for the first member
+        assert rt.runnable_problem(own(user, query(user)), CATALOG) is None
+    assert len(checked) == 1
+    assert rt.runnable_problem(own("u0", "SELECT value FROM Readings WHERE value > 1"), CATALOG) is None
+    assert len(checked) == 2  # another template: checked again

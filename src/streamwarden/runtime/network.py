@@ -93,7 +93,7 @@ from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import check_name, make_private, open_private, private_dir, safe_path
 from streamwarden.plan.nodes import sources
 from streamwarden.runtime.deliveries import record_delivery
-from streamwarden.runtime.groups import Hosting, StreamGroup, hosting
+from streamwarden.runtime.groups import Hosting, StreamGroup, group_of, hosting
 from streamwarden.runtime.network_replay import within_periods
 from streamwarden.runtime.plan import NetworkPlan, Pipeline, plan_network
 from streamwarden.runtime.quarantine import QuarantineLog
@@ -168,6 +168,7 @@ class NetworkRuntime(StreamsRunner):
         self.plan = NetworkPlan(())
         self._planned: dict[tuple[str, RegisteredQuery], NetworkPlan] = {}  # each registration's, for one catalog
         self._statuses: dict[tuple[str, str], _StatusFacts] = {}  # (user, query): what its _access.json says
+        self._runnable: set[tuple[str, str, tuple[str, ...]]] = set()  # group templates Spark checked
         self._bound: dict[str, str] = {}  # query id -> the registration (rid) its checkpoint folder is for, checked
         self._owners: dict[str, str] = {}  # user folder -> the identity it was checked to belong to
         self.catalog: Catalog | None = None
@@ -460,13 +461,21 @@ class NetworkRuntime(StreamsRunner):
     def runnable_problem(self, query: RegisteredQuery, catalog: Catalog) -> str | None:
         """Why the network could not run ``query`` for its users (None: it can), found by
         compiling each of its pipelines exactly as :meth:`_start` would and asking Spark's own
-        checker of streaming plans, without starting anything."""
+        checker of streaming plans, without starting anything. A group's template passed once
+        passes for every member (the same plan, other constants): a thousand users registering
+        one query template cost Spark one check."""
         plan = plan_network(catalog, [query], lateness=self.lateness)
         for pipeline in plan.pipelines:
+            place = group_of(pipeline.rewriting)
+            template = (catalog.text or "", place.group, tuple(t.key for _, t in place.graphs)) if place else None
+            if template is not None and template in self._runnable:
+                continue
             try:
                 _check_streaming(self._frame(pipeline, catalog))
             except Exception as exc:  # whatever Spark or the compiler refuses: the message, one line
                 return _first_line(exc)
+            if template is not None:
+                self._runnable.add(template)
         return None
 
     def _prepare(self, pipeline: Pipeline) -> _Running:
