@@ -292,3 +292,36 @@ def test_spark_checks_a_group_template_once_whatever_its_number_of_members(spark
     assert len(checked) == 1
     assert rt.runnable_problem(own("u0", "SELECT value FROM Readings WHERE value > 1"), CATALOG) is None
     assert len(checked) == 2  # another template: checked again
+
+
+def test_a_member_leaving_a_running_aggregate_group_touches_no_other_members_rows(spark, tmp_path) -> None:
+    store = sqlite_url(tmp_path / "store.db")
+    server = AuthorizationServer(store)
+    users = list(USERS)[:4]  # wards w0, w1, w2, w0: u0 and u3 share a key
+    server.register([own(u, AVERAGE) for u in users], CATALOG)
+    for user in users:
+        server.open_own(own_id(user, "q1"), user)
+    folder = tmp_path / "in" / "Readings"
+    write(folder, "a.jsonl", readings(0, 200))
+    rt = NetworkRuntime(spark, store, {"Readings": str(folder)}, tmp_path / "out", tmp_path / "cp",
+                        trigger="1 second").start()
+    try:
+        rt.process_all_available()
+        (group,) = rt.groups.values()
+        query = group.query
+        before = received(spark, tmp_path, "u3")
+        server.unregister(own_id("u3", "q1"))  # u3 leaves; u0 (the same ward) stays
+        assert rt.poll()
+        assert len(group.members) == 3 and group.query is query  # no restart
+        write(folder, "b.jsonl", readings(200, 200))
+        rt.process_all_available()
+        closer(folder, "c.jsonl", 0)
+        rt.process_all_available()
+        closer(folder, "d.jsonl", 1)
+        rt.process_all_available()
+        assert group.query is query
+    finally:
+        rt.stop()
+    for user in users[:3]:
+        assert received(spark, tmp_path, user) == expected_average(spark, folder, user), user
+    assert before and received(spark, tmp_path, "u3") == before  # nothing more after she left
