@@ -325,3 +325,41 @@ def test_a_member_leaving_a_running_aggregate_group_touches_no_other_members_row
     for user in users[:3]:
         assert received(spark, tmp_path, user) == expected_average(spark, folder, user), user
     assert before and received(spark, tmp_path, "u3") == before  # nothing more after she left
+
+
+STATISTICS = load_catalog_text(
+    "streams:\n  Readings: {schema: {ts: timestamp, sensor: int, ward: string, value: double}}\n"
+    "roles: {Statistician: {}}\n"
+    "users:\n" + "".join(f"  {u}: {{roles: [Statistician], profile: {{ward: {w}}}}}\n" for u, w in USERS.items())
+    + "policies:\n"
+    "  - {id: ward_means, subject: Statistician, streams: [Readings], attributes: [value], privilege: avg,\n"
+    "     where: \"ward = self.ward\", window: {size: 2 minutes}, min_group: 3}\n")
+
+
+def test_aggregate_only_privileges_hold_for_each_member_of_an_aggregate_group(spark, tmp_path) -> None:
+    text = "SELECT AVG(value) AS avg FROM Readings [RANGE 1 minute]"  # snapped up to the policy's 2 minutes
+    store = sqlite_url(tmp_path / "store.db")
+    server = AuthorizationServer(store)
+    server.register([own(u, text) for u in USERS], STATISTICS)
+    for user in USERS:
+        server.open_own(own_id(user, "q1"), user)
+    folder = tmp_path / "in" / "Readings"
+    write(folder, "a.jsonl", readings(0, 400))
+    rt = NetworkRuntime(spark, store, {"Readings": str(folder)}, tmp_path / "out", tmp_path / "cp",
+                        trigger="1 second").start()
+    try:
+        rt.process_all_available()
+        closer(folder, "b.jsonl", 0)
+        rt.process_all_available()
+        closer(folder, "c.jsonl", 1)
+        rt.process_all_available()
+        assert len(rt.streams) == 1 and all(r.group is not None for r in rt.running.values())
+    finally:
+        rt.stop()
+    for user in USERS:
+        want = api.replay(STATISTICS, user, text, {"Readings": str(folder)}, spark=spark)
+        assert want and all(r["_policies"] == ["ward_means"] for r in want), user
+        got = received(spark, tmp_path, user)
+        assert got == Counter(json.dumps(r, sort_keys=True) for r in want), user
+        windows = [json.loads(r) for r in got]
+        assert windows and all(int(w["window_end"][14:16]) % 2 == 0 for w in windows)  # on the policy's grid

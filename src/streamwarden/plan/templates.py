@@ -103,7 +103,10 @@ def parameterize(root: Node) -> Template | None:
         return None
     if aggregate is not None and any(E.action_refs(e) for e in aggregate.expressions()):
         return None
-    if any(isinstance(n, SecureView) and n.kind != "read" for n in nodes):
+    # an aggregate policy's view (its window already snapped to the policy's grid, its
+    # min_group on the aggregate) under the aggregate it authorizes; a join view never
+    views = {"read", "aggregate"} if aggregate is not None else {"read"}
+    if any(isinstance(n, SecureView) and n.kind not in views for n in nodes):
         return None
     if any(E.action_refs(e) for n in nodes for e in n.expressions()):
         return None
