@@ -22,7 +22,8 @@ The driver, a child subreaper (Spark's JVM outliving the service is reaped here,
    while the main thread watches the early users' rows (:class:`~bench.network_latency_drive.Watch`)
    and each registered user's first row (:class:`FirstRows`); the service's CPU (its
    Python, its JVM, the JVM's Python workers) is read from /proc before and after;
-4. waits until every registered user has a first row and every early user every landed file's rows;
+4. waits until every registered user has a first row and every early user the rows of every
+   file landed by the last 201;
 5. **the probe**: one more registration, then ``GET /v1/queries/q1/rows?limit=1`` every
    50 ms until her first row is there (and the time it reached her delivery log);
 6. lets ``tail`` more files land, stops the feed, waits until every user has every row the
@@ -250,6 +251,8 @@ def read_phases(path: Path) -> list[dict[str, Any]]:
 
 #: The registration route's phases, as :mod:`bench.network_register_serve` names them.
 PHASE_NAMES = ("auth", "catalog", "explain", "runnable", "store", "poll")
+#: A runnable check longer than this ran Spark's analysis (a cached template's takes about a millisecond).
+SPARK_CHECK_S = 0.1
 
 
 def phase_numbers(records: Sequence[Mapping[str, Any]], posts: Sequence[Post], prefix: str = "") -> dict[str, float]:
@@ -271,18 +274,26 @@ def phase_numbers(records: Sequence[Mapping[str, Any]], posts: Sequence[Post], p
         walls = [1000 * s["phases"].get(name, [0.0, 0.0])[0] for s in spans.values()]
         cpus = [1000 * s["phases"].get(name, [0.0, 0.0])[1] for s in spans.values()]
         numbers.update({f"{prefix}phase_{name}_p50_ms": median(walls), f"{prefix}phase_{name}_p99_ms":
-                        percentile(walls, 99), f"{prefix}phase_{name}_cpu_p50_ms": median(cpus),
+                        percentile(walls, 99), f"{prefix}phase_{name}_max_ms": max(walls),
+                        f"{prefix}phase_{name}_cpu_p50_ms": median(cpus),
                         f"{prefix}phase_{name}_total_s": sum(walls) / 1000})
+    # Spark checks a group's template once; the registrations that came before its first check ended each ran one
+    numbers[f"{prefix}spark_checks"] = float(sum(1 for s in spans.values()
+                                                 if s["phases"].get("runnable", [0.0])[0] > SPARK_CHECK_S))
     rest = [wanted[u].ms - 1000 * sum(w for w, _ in s["phases"].values()) for u, s in spans.items()]
     numbers.update({f"{prefix}phase_rest_p50_ms": median(rest), f"{prefix}phase_rest_p99_ms": percentile(rest, 99)})
     return {k: round(v, 3) for k, v in numbers.items()}
 
 
-def background_numbers(records: Sequence[Mapping[str, Any]], begin: float, end: float) -> dict[str, float]:
-    """Within [begin, end]: the host's own polls, the group's micro-batches (their ``foreachBatch``)
-    and backfills (the batch jobs for members that joined): how many, their median and total
-    wall time, and the joiners a backfill served (median)."""
-    inside = [r for r in records if begin <= r.get("start", -1.0) <= end]
+def background_numbers(records: Sequence[Mapping[str, Any]], begin: float, end: float,
+                       until: float | None = None) -> dict[str, float]:
+    """The host's own polls started within [begin, end], the group's micro-batches (their
+    ``foreachBatch``) and backfills (the batch jobs for members that joined) within [begin,
+    until] (default ``end``): how many, their median, longest and total wall time, the joiners a
+    backfill served (median) and the most members a batch had."""
+    until = end if until is None else until
+    inside = [r for r in records if begin <= r.get("start", -1.0) <= until
+              and (r.get("kind") != "poll" or r["start"] <= end)]
     numbers: dict[str, float] = {}
     for kind, plural in (("poll", "polls"), ("batch", "batches"), ("backfill", "backfills")):
         walls = [r["wall"] for r in inside if r.get("kind") == kind]
@@ -427,7 +438,8 @@ def drive(plan: Mapping[str, Any], inputs: Path, out: Path, argv: Sequence[str],
         def owed() -> set[str]:  # who should have a row by now: the landed files hold some for her
             return {u for u in firsts.waiting if sum(plan["counts"][u][:len(feed.landed)])}
         catch_deadline = time.time() + drain_timeout_s
-        while (owed() or early_watch.pending(len(feed.landed))) and time.time() < catch_deadline:
+        # the files landed by the last 201 (the feed goes on: later ones are always on their way)
+        while (owed() or early_watch.pending(during_to)) and time.time() < catch_deadline:
             time.sleep(_sweep(early_watch, firsts, landed=len(feed.landed)))
         caught_up, missing_first = time.time(), len(owed())
         # -- the probe, registered alone --------------------------------------------------------
@@ -460,13 +472,13 @@ def drive(plan: Mapping[str, Any], inputs: Path, out: Path, argv: Sequence[str],
                      if "probe_first_row_s" in probed else float("nan"))
     steady_lat = file_latency(early_watch, feed.landed, range(steady_from, steady_to))
     during_lat = file_latency(early_watch, feed.landed, range(steady_to, during_to))
-    in_window = [b for b in batches.values() if began <= b.started <= ended]
+    in_window = [b for b in batches.values() if began <= b.started <= caught_up]
     durations = [b.committed - b.started for b in in_window if b.committed is not None]
     numbers.update(post_numbers(posts))
     numbers.update(phase_numbers(records, posts))
     numbers.update(phase_numbers(records, [Post(probe["user"], 0.0, 0.0, probed.get("probe_post_ms", 0.0), 201)]
                                  if probed.get("probe_status") == 201 else [], prefix="probe_"))
-    numbers.update(background_numbers(records, began, ended))
+    numbers.update(background_numbers(records, began, ended, caught_up))
     numbers.update({k: v for k, v in probed.items() if k != "probe_answered"})
     numbers.update({
         "clients": float(clients), "service_python_cpu_s": round(cpu["python"], 3),
