@@ -370,7 +370,7 @@ PLOTS = (
     Plot("split", "Where a POST's time goes, ms (median over the registrations)", "registrations",
          Column(PHASES[0][0], f"phase_{PHASES[0][1]}_p50_ms"), kind="bars",
          also=tuple(Column(title, f"phase_{key}_p50_ms") for title, key in PHASES[1:])),
-    Plot("first_row", "From the 201 to the first row, s, beside one micro-batch of the group", "registrations",
+    Plot("first_row", "201 → first row, s (beside one micro-batch)", "registrations",
          Column("probe (GET rows)", "probe_first_row_s"), kind="bars",
          also=(Column("storm p50", "first_row_p50_s"), Column("storm p99", "first_row_p99_s"),
                Column("a micro-batch, p50", "group_batch_p50_s"))),

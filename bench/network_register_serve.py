@@ -104,16 +104,16 @@ class Recorder:
         def timed(*args: Any, **kwargs: Any) -> Any:
             if getattr(self._local, "active", None) is not None:  # a request's poll: counted in its phases
                 return method(*args, **kwargs)
+            record: dict[str, Any] = {"kind": kind}
+            if kind == "batch":  # _batch(self, batch, batch_id): its members as it starts
+                record.update(batch=args[2], members=len(getattr(args[0], "members", ())))
+            elif kind == "backfill":  # _backfill(self, joiners, decision, batch_id, spark)
+                record.update(batch=args[3], joiners=len(args[1]))
             began, wall, cpu = time.time(), time.perf_counter(), time.thread_time()
             try:
                 return method(*args, **kwargs)
             finally:
-                record: dict[str, Any] = {"kind": kind, "start": began, "wall": time.perf_counter() - wall,
-                                          "cpu": time.thread_time() - cpu}
-                if kind == "batch":  # _batch(self, batch, batch_id)
-                    record.update(batch=args[2], members=len(getattr(args[0], "members", ())))
-                elif kind == "backfill":  # _backfill(self, joiners, decision, batch_id, spark)
-                    record.update(batch=args[3], joiners=len(args[1]))
+                record.update(start=began, wall=time.perf_counter() - wall, cpu=time.thread_time() - cpu)
                 self.write(record)
 
         return timed
