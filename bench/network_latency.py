@@ -131,10 +131,11 @@ def row_key(row: Mapping[str, Any]) -> str:
     return f"{_instant(row['ts'])!r}|{row['sensor']}|{float(row['value'])!r}"
 
 
-def expected(files: Sequence[Sequence[Mapping[str, Any]]], listed: Sequence[Mapping[str, Any]]
+def expected(files: Sequence[Sequence[Mapping[str, Any]]], listed: Sequence[Mapping[str, Any]],
+             key: Callable[[Mapping[str, Any]], str] = row_key
              ) -> tuple[dict[str, list[int]], dict[str, tuple[int, int]]]:
     """Per user, the rows of each file she should receive, and her rows in all with a digest of
-    their multiset (a sum of 48-bit row hashes)."""
+    their multiset (a sum of 48-bit row hashes of ``key``: a reading as her query's rows show it)."""
     counts = {u["user"]: [0] * len(files) for u in listed}
     digests = {u["user"]: [0, 0] for u in listed}
     by_ward: dict[str, list[Mapping[str, Any]]] = {}
@@ -143,7 +144,7 @@ def expected(files: Sequence[Sequence[Mapping[str, Any]]], listed: Sequence[Mapp
     for k, rows in enumerate(files):
         values: dict[str, list[tuple[float, str]]] = {}
         for r in rows:
-            values.setdefault(r["ward"], []).append((r["value"], row_key(r)))
+            values.setdefault(r["ward"], []).append((r["value"], key(r)))
         for ward, readings in values.items():
             readings.sort()
             keys = [v for v, _ in readings]
