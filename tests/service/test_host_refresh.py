@@ -1,0 +1,51 @@
+"""NetworkHost.refresh is a group commit: concurrent registrations share polls, and each
+returns only after a poll that read the store after its change (no sleeps: threads meet at
+events the fake runtime sets)."""
+
+from __future__ import annotations
+
+import threading
+
+from streamwarden.service.host import NetworkHost
+
+
+class FakeRuntime:
+    """Counts polls and records, for each, the store version it read; the first poll blocks
+    until released, so the other callers pile up behind it."""
+
+    def __init__(self) -> None:
+        self.version = 0  # what "the store" holds: bumped by each caller before it refreshes
+        self.read: list[int] = []
+        self.first_started = threading.Event()
+        self.release_first = threading.Event()
+
+    def poll(self) -> None:
+        self.read.append(self.version)
+        if len(self.read) == 1:
+            self.first_started.set()
+            self.release_first.wait(timeout=30)
+
+
+def test_callers_piled_behind_a_poll_share_the_next_one_and_each_sees_its_change_applied() -> None:
+    runtime = FakeRuntime()
+    host = NetworkHost(runtime)  # type: ignore[arg-type]  # a stand-in: refresh only calls poll
+    applied: dict[int, int] = {}
+
+    def register(version: int) -> None:
+        runtime.version = max(runtime.version, version)  # the change is stored first
+        host.refresh()
+        applied[version] = max(runtime.read)  # the newest store version a finished poll read
+
+    first = threading.Thread(target=register, args=(1,))
+    first.start()
+    assert runtime.first_started.wait(timeout=30)
+    others = [threading.Thread(target=register, args=(v,)) for v in range(2, 10)]
+    for thread in others:
+        thread.start()
+    while host._asked < 9:  # every caller is waiting (they asked while the first poll ran)
+        threading.Event().wait(0.01)
+    runtime.release_first.set()
+    for thread in [first, *others]:
+        thread.join(timeout=30)
+    assert len(runtime.read) == 2  # nine registrations, two polls: the first, and one for all who waited
+    assert all(applied[v] >= v for v in applied) and len(applied) == 9  # each saw a poll read its change
