@@ -263,7 +263,12 @@ class AuthorizationServer:
     def open_own(self, query: str, user: str) -> None:
         """The grant an own query gets when its owner registers it: from :data:`ALL_TIME` on
         (it never lifts an admin's revocation of its streams)."""
-        self._record(query, user, True, ALL_TIME)
+        self.open_owns([(query, user)])
+
+    def open_owns(self, owned: Iterable[tuple[str, str]]) -> None:
+        """:meth:`open_own` for many ``(query, owner)`` pairs, in order, in one transaction (a
+        store of thousands of own queries registered at once: one commit, not one each)."""
+        self._record_all([(query, user, True, ALL_TIME, QUERY) for query, user in owned])
 
     def load(self, changes: tuple[AccessChange, ...] | list[AccessChange]) -> None:
         """Append changes (e.g. an access-change file) in their order."""
@@ -301,19 +306,31 @@ class AuthorizationServer:
 
     def _record(self, query: str, user: str, grant: bool, ts: str | datetime | None, *,
                 scope: str = QUERY) -> AccessChange:
-        when = _time(ts)
-        incarnation = self.store.incarnations().get(user)
+        return self._record_all([(query, user, grant, _time(ts), scope)])[0]
+
+    def _record_all(self, wanted: list[tuple[str, str, bool, datetime, str]]) -> list[AccessChange]:
+        """Record changes ``(query, user, grant, ts, scope)`` in order, in one transaction, each
+        bound to its query's registration and its user's identity, then publish each as an SP."""
+        if not wanted:
+            return []
+        incarnations = self.store.incarnations()
         with self.store.engine.begin() as conn:
-            rid = None if scope == STREAM else conn.execute(
-                select(_registered.c.rid).where(_registered.c.id == query)).scalar()
-            key = conn.execute(insert(_changes).values(ts=when, query=query, user=user, grant=grant, rid=rid,
-                                                       incarnation=incarnation, scope=scope)
-                               ).inserted_primary_key
-            assert key is not None  # an insert's, not an update's
-            seq = key[0]
-        change = AccessChange(when, query, user, grant, int(seq), scope)
-        self._publish(change)
-        return change
+            named = {query for query, _, _, _, scope in wanted if scope != STREAM}
+            found = select(_registered.c.id, _registered.c.rid)
+            if len(named) == 1:  # the common case, one change: its query's row only
+                found = found.where(_registered.c.id == next(iter(named)))
+            rids = {row.id: row.rid for row in conn.execute(found)} if named else {}
+            rows = [dict(ts=ts, query=query, user=user, grant=grant,
+                         rid=None if scope == STREAM else rids.get(query), incarnation=incarnations.get(user),
+                         scope=scope) for query, user, grant, ts, scope in wanted]
+            # one INSERT ... RETURNING for all (SQLAlchemy's "insertmanyvalues"), the keys in the rows' order
+            seqs = conn.execute(insert(_changes).returning(_changes.c.seq, sort_by_parameter_order=True),
+                                rows).scalars().all()
+        changes = [AccessChange(ts, query, user, grant, int(seq), scope)
+                   for (query, user, grant, ts, scope), seq in zip(wanted, seqs, strict=True)]
+        for change in changes:
+            self._publish(change)
+        return changes
 
     def _publish(self, change: AccessChange) -> None:
         """The SP as a file of its own, complete before it appears (a stream never reads half of one)."""
