@@ -25,6 +25,7 @@ EXPERIMENTS: dict[str, str] = {
     "network_spark": "bench.network_spark:experiment",
     "network_engine": "bench.network_engine:experiment",
     "network_scale": "bench.network_scale:experiment",
+    "network_compile": "bench.network_compile:experiment",
     "service_load": "bench.service_load:experiment",
     "replay_output": "bench.replay_output:experiment",
     "nexmark": "bench.nexmark:experiment",
