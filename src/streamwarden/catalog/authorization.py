@@ -194,15 +194,35 @@ class AuthorizationServer:
         """The registered queries with their text and level, by id (a registration from a store
         that predates query texts has none: it is skipped, to be registered again; a user's own
         query made by an earlier identity of its owner is skipped too)."""
-        identities = self.store.incarnations()
-        with self.store.engine.connect() as conn:
-            rows = conn.execute(select(_registered).order_by(_registered.c.id)).all()
-        return tuple(_registration(r) for r in rows
-                     if r.query and (r.owner is None or r.owner_incarnation == identities.get(r.owner)))
+        return self._registrations(None)
 
     def registration(self, query: str) -> RegisteredQuery | None:
         """The registration of ``query``, if it is registered now."""
-        return next((q for q in self.registrations() if q.id == query), None)
+        found = self._registrations(query)
+        return found[0] if found else None
+
+    def _registrations(self, query: str | None) -> tuple[RegisteredQuery, ...]:
+        """:meth:`registrations` (of ``query`` only, unless None). A network of 100,000 queries
+        reads them all whenever it replans: the columns it needs only, each distinct JSON list
+        decoded once (most are ``[]`` or one user)."""
+        identities = self.store.incarnations()
+        c = _registered.c
+        found = select(c.id, c.users, c.query, c.level, c.owner, c.opens, c.rid, c.owner_incarnation)
+        found = found.order_by(c.id) if query is None else found.where(c.id == query)
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(found).all()
+        decoded: dict[str, tuple[str, ...]] = {}
+
+        def listed(text: str) -> tuple[str, ...]:
+            value = decoded.get(text)
+            if value is None:
+                value = decoded[text] = tuple(json.loads(text))
+            return value
+
+        return tuple(RegisteredQuery(qid, listed(users), text, level, owner, None if opens is None else listed(opens),
+                                     rid)
+                     for qid, users, text, level, owner, opens, rid, incarnation in rows
+                     if text and (owner is None or incarnation == identities.get(owner)))
 
     def check(self, query: str, user: str, *, strict: bool = False) -> list[str]:
         """Refuse a change naming an unregistered query or an unknown user (raises
@@ -282,12 +302,15 @@ class AuthorizationServer:
         """The live changes, in the order issued: each made for its query's current registration
         and its user's current identity (see the module docstring)."""
         identities = self.store.incarnations()
+        c = _changes.c
         with self.store.engine.connect() as conn:
-            rids = {row.id: row.rid for row in conn.execute(select(_registered.c.id, _registered.c.rid))}
-            rows = conn.execute(select(_changes).order_by(_changes.c.seq)).all()
-        return ChangeLog(_change(r) for r in rows
-                         if r.incarnation is not None and r.incarnation == identities.get(r.user)
-                         and (r.scope == STREAM or (r.rid is not None and r.rid == rids.get(r.query))))
+            rids = dict(conn.execute(select(_registered.c.id, _registered.c.rid)).all())
+            rows = conn.execute(select(c.ts, c.query, c.user, c.grant, c.seq, c.scope, c.incarnation, c.rid)
+                                .order_by(c.seq)).all()
+        return ChangeLog(AccessChange(_utc(ts), query, user, bool(grant), seq, scope or QUERY)
+                         for ts, query, user, grant, seq, scope, incarnation, rid in rows
+                         if incarnation is not None and incarnation == identities.get(user)
+                         and (scope == STREAM or (rid is not None and rid == rids.get(query))))
 
     def history(self) -> tuple[AccessChange, ...]:
         """Every change ever recorded, live or not, in the order issued."""
@@ -397,12 +420,6 @@ def _stored_catalog(store: CatalogStore) -> "Catalog | None":
 def _scope_is(scope: str) -> ColumnElement[bool]:
     """The SQL condition that a change has ``scope`` (NULL, in older stores, is a query's)."""
     return _changes.c.scope == scope if scope == STREAM else (_changes.c.scope.is_(None) | (_changes.c.scope == QUERY))
-
-
-def _registration(row: Row[Any]) -> RegisteredQuery:
-    opens = json.loads(row.opens) if row.opens is not None else None
-    return RegisteredQuery(row.id, tuple(json.loads(row.users)), row.query, row.level, row.owner,
-                           None if opens is None else tuple(opens), row.rid)
 
 
 def _change(row: Row[Any]) -> AccessChange:

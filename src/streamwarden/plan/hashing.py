@@ -61,7 +61,11 @@ def by_identity(function: Callable[[A], R]) -> Callable[[A], R]:
         >>> size(bag), size(bag), size(Bag((1, 2))), len(calls)
         (2, 2, 2, 2)
     """
-    memo: dict[int, tuple[weakref.ref[Any], R]] = {}
+    memo: dict[int, tuple[_Ref, R]] = {}
+
+    def forget(ref: weakref.ref[Any]) -> None:  # an argument is going: so is its entry
+        assert isinstance(ref, _Ref)
+        memo.pop(ref.key, None)
 
     @functools.wraps(function)
     def memoized(argument: A) -> R:
@@ -70,14 +74,19 @@ def by_identity(function: Callable[[A], R]) -> Callable[[A], R]:
         if entry is not None and entry[0]() is argument:
             return entry[1]
         result = function(argument)
-
-        def forget(_: weakref.ref[Any]) -> None:  # the argument is going: so is its entry
-            memo.pop(key, None)
-
-        memo[key] = (weakref.ref(argument, forget), result)
+        ref = _Ref(argument, forget)
+        ref.key = key
+        memo[key] = (ref, result)
         return result
 
     return memoized
+
+
+class _Ref(weakref.ref[Any]):
+    """A weak reference that knows its entry's key (one callback serves every entry)."""
+
+    __slots__ = ("key",)
+    key: int
 
 
 def stable_text(value: Any) -> str:

@@ -101,9 +101,15 @@ def _plan(catalog: Catalog, queries: Sequence[RegisteredQuery], lateness: str) -
     denials: list[Denial] = []
     cache = SecureCache(catalog)
     bound: dict[str, BoundQuery] = {}  # by text: binding reads only the text and the catalog
-    graphs: dict[int, str] = {}  # a cached rewriting's graphs as the fingerprint writes them, by its id
+    # each rewriting's graphs as the fingerprint writes them ("" when none is deployed), by its id
+    # (the rewriting is kept with them, so that id stays its own)
+    graphs: dict[int, tuple[Rewriting, str]] = {}
+    settings: dict[tuple[str | None, frozenset[str]], SecurityOptions] = {}
     for q in queries:
-        options = SecurityOptions(level=q.level, granted_streams=q.granted_streams(catalog))
+        granted = q.granted_streams(catalog)
+        options = settings.get((q.level, granted))
+        if options is None:
+            options = settings[(q.level, granted)] = SecurityOptions(level=q.level, granted_streams=granted)
         query = bound.get(q.query)
         if query is None:
             try:
@@ -117,13 +123,13 @@ def _plan(catalog: Catalog, queries: Sequence[RegisteredQuery], lateness: str) -
             except StreamwardenError as exc:  # e.g. not cleared for the query's level
                 denials.append(Denial(q.id, user, str(exc).splitlines()[0]))
                 continue
-            if not rewriting.deployed:
+            known = graphs.get(id(rewriting))
+            if known is None or known[0] is not rewriting:
+                known = graphs[id(rewriting)] = (rewriting, _graphs_text(rewriting) if rewriting.deployed else "")
+            if not known[1]:
                 denials.append(Denial(q.id, user, "no role policy of yours authorizes any part of this query"))
                 continue
-            written = graphs.get(id(rewriting))  # the cache keeps the rewriting, so its id stays its own
-            if written is None:
-                written = graphs[id(rewriting)] = _graphs_text(rewriting)
-            fingerprint = _fingerprint(q.id, rewriting, written, lateness)
+            fingerprint = _fingerprint(q.id, rewriting, known[1], lateness)
             groups.setdefault((q.id, fingerprint), (q, rewriting, []))[2].append(user)
     pipelines = tuple(Pipeline(q, rewriting, tuple(users), fingerprint)
                       for (_, fingerprint), (q, rewriting, users) in sorted(groups.items()))
