@@ -346,6 +346,26 @@ def test_open_owns_records_what_open_own_does_one_by_one(tmp_path: Path) -> None
     assert made[0] == made[1]
 
 
+def test_register_keeps_replaces_adds_and_claims_in_one_call(tmp_path: Path) -> None:
+    """register() writes each kind of row in one statement now: the same outcome, row by row."""
+    cat = catalog({"ann": {"roles": ["R"]}, "bob": {"roles": ["R"]}})
+    server = AuthorizationServer(sqlite_url(tmp_path / "s.db"))
+    server.grant("early", "bob", "2026-03-01T10:00:00Z")  # before anything is registered: claimable
+    server.register([RegisteredQuery("same", ("ann",), TEXTS[0]), RegisteredQuery("other", ("ann",), TEXTS[0])],
+                    cat)
+    before = {q.id: q for q in server.registrations()}
+    server.register([RegisteredQuery("same", ("ann", "bob"), TEXTS[0]),  # kept: its users replaced
+                     RegisteredQuery("other", ("ann",), TEXTS[1]),  # another text: a new registration
+                     RegisteredQuery("early", ("bob",), TEXTS[0]),  # new, and claims bob's early grant
+                     RegisteredQuery(own_id("ann", "q1"), ("ann",), TEXTS[1], owner="ann", opens=())], cat)
+    after = {q.id: q for q in server.registrations()}
+    assert after["same"].rid == before["same"].rid and after["same"].users == ("ann", "bob")
+    assert after["other"].rid != before["other"].rid and after["other"].query == TEXTS[1]
+    assert after["other"].opens == after[own_id("ann", "q1")].opens == ()  # policies name S
+    assert [(c.query, c.user, c.grant) for c in server.changes()] == [("early", "bob", True)]
+    assert server.check("early", "bob") == [] and len(after) == 4
+
+
 def test_taken_names_find_the_clash_a_pass_over_them_finds() -> None:
     names = ["ann", "Bob", "carl", "dora_1"]
     for kind in ("user", "query id", "role", "stream"):

@@ -56,8 +56,8 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from sqlalchemy import (Boolean, Column, ColumnElement, Integer, MetaData, Row, String, Table, Text, delete, insert,
-                        select, update)
+from sqlalchemy import (Boolean, Column, ColumnElement, Integer, MetaData, Row, String, Table, Text, bindparam, delete,
+                        insert, select, update)
 
 from streamwarden.catalog.registry import (ALL_TIME, QUERY, STREAM, AccessChange, ChangeLog, RegisteredQuery,
                                            grant_openings, parse_own_id, query_streams)
@@ -151,28 +151,44 @@ class AuthorizationServer:
         stored = self.store.load() if self.store.has_catalog() else catalog
         identities = self.store.incarnations()
         now = datetime.now(timezone.utc)
+        kept: list[dict[str, object]] = []  # registered before with the same text, level and owner
+        replaced: list[dict[str, object]] = []
+        added: list[dict[str, object]] = []
         with self.store.engine.begin() as conn:
-            known = {row.id: row for row in conn.execute(select(_registered))}
+            c = _registered.c
+            known = {row.id: row for row in conn.execute(select(c.id, c.query, c.level, c.owner, c.rid))}
             for q in queries:
                 values = dict(users=json.dumps(list(q.users)), query=q.query, level=q.level)
                 old = known.get(q.id)
                 if old is not None and (old.query, old.level, old.owner) == (q.query, q.level, q.owner) and old.rid:
-                    conn.execute(update(_registered).where(_registered.c.id == q.id).values(**values))
+                    kept.append(dict(values, b_id=q.id))
                     continue
                 opens = () if q.owner is not None else (
                     q.opens if q.opens is not None else grant_openings(stored, q.streams) if stored else ())
                 fresh = dict(values, registered_at=now, owner=q.owner, opens=json.dumps(sorted(opens)),
                              rid=secrets.token_hex(8),
                              owner_incarnation=identities.get(q.owner) if q.owner is not None else None)
-                if old is not None:
-                    conn.execute(update(_registered).where(_registered.c.id == q.id).values(**fresh))
-                else:
-                    conn.execute(insert(_registered).values(id=q.id, **fresh))
-                conn.execute(update(_changes).where(_changes.c.query == q.id, _changes.c.rid.is_(None),
-                                                    _scope_is(QUERY)).values(rid=fresh["rid"]))
+                (replaced if old is not None else added).append(dict(fresh, b_id=q.id))
+            # each kind in one statement over many rows (100,000 own queries are registered at once)
+            by_id = c.id == bindparam("b_id")
+            for rows in (kept, replaced):
+                if rows:
+                    conn.execute(update(_registered).where(by_id), rows)
+            if added:
+                conn.execute(insert(_registered).values(id=bindparam("b_id")), added)
+            # changes recorded while nothing was registered: claimed by their query's new registration
+            unbound = set(conn.execute(select(_changes.c.query).where(_changes.c.rid.is_(None), _scope_is(QUERY))
+                                       .distinct()).scalars())
+            for row in replaced + added:
+                if row["b_id"] in unbound:
+                    conn.execute(update(_changes).where(_changes.c.query == row["b_id"], _changes.c.rid.is_(None),
+                                                        _scope_is(QUERY)).values(rid=row["rid"]))
+            nameless = set(conn.execute(select(_changes.c.user).where(_changes.c.incarnation.is_(None))
+                                        .distinct()).scalars())
             for user, incarnation in identities.items():
-                conn.execute(update(_changes).where(_changes.c.user == user, _changes.c.incarnation.is_(None))
-                             .values(incarnation=incarnation))
+                if user in nameless:
+                    conn.execute(update(_changes).where(_changes.c.user == user, _changes.c.incarnation.is_(None))
+                                 .values(incarnation=incarnation))
 
     def unregister(self, query: str) -> None:
         """Remove a registered query (a running network stops it at its next poll); its access
