@@ -59,3 +59,10 @@ def test_the_quick_size_builds_loads_and_compiles(tmp_path: Path) -> None:
                         {"distinct texts of 200 queries": 60})
     notes = C.explain(measured, measured.facts)
     assert notes[0].startswith("At N = 200: the compile takes") and "60 texts" in notes[0]
+
+
+def test_the_modules_examples() -> None:
+    """bench/ is not among pytest's doctest paths: the module's examples run here."""
+    import doctest
+
+    assert doctest.testmod(C).failed == 0
