@@ -27,6 +27,7 @@ EXPERIMENTS: dict[str, str] = {
     "network_scale": "bench.network_scale:experiment",
     "network_latency": "bench.network_latency:experiment",
     "network_register": "bench.network_register:experiment",
+    "network_compile": "bench.network_compile:experiment",
     "service_load": "bench.service_load:experiment",
     "replay_output": "bench.replay_output:experiment",
     "nexmark": "bench.nexmark:experiment",

@@ -56,8 +56,8 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from sqlalchemy import (Boolean, Column, ColumnElement, Integer, MetaData, Row, String, Table, Text, delete, insert,
-                        select, update)
+from sqlalchemy import (Boolean, Column, ColumnElement, Integer, MetaData, Row, String, Table, Text, bindparam, delete,
+                        insert, select, update)
 
 from streamwarden.catalog.registry import (ALL_TIME, QUERY, STREAM, AccessChange, ChangeLog, RegisteredQuery,
                                            grant_openings, parse_own_id, query_streams)
@@ -151,32 +151,44 @@ class AuthorizationServer:
         stored = self.store.load() if self.store.has_catalog() else catalog
         identities = self.store.incarnations()
         now = datetime.now(timezone.utc)
+        kept: list[dict[str, object]] = []  # registered before with the same text, level and owner
+        replaced: list[dict[str, object]] = []
+        added: list[dict[str, object]] = []
         with self.store.engine.begin() as conn:
-            known = {row.id: row for row in conn.execute(select(_registered))}
+            c = _registered.c
+            known = {row.id: row for row in conn.execute(select(c.id, c.query, c.level, c.owner, c.rid))}
             for q in queries:
                 values = dict(users=json.dumps(list(q.users)), query=q.query, level=q.level)
                 old = known.get(q.id)
                 if old is not None and (old.query, old.level, old.owner) == (q.query, q.level, q.owner) and old.rid:
-                    conn.execute(update(_registered).where(_registered.c.id == q.id).values(**values))
+                    kept.append(dict(values, b_id=q.id))
                     continue
                 opens = () if q.owner is not None else (
                     q.opens if q.opens is not None else grant_openings(stored, q.streams) if stored else ())
                 fresh = dict(values, registered_at=now, owner=q.owner, opens=json.dumps(sorted(opens)),
                              rid=secrets.token_hex(8),
                              owner_incarnation=identities.get(q.owner) if q.owner is not None else None)
-                if old is not None:
-                    conn.execute(update(_registered).where(_registered.c.id == q.id).values(**fresh))
-                else:
-                    conn.execute(insert(_registered).values(id=q.id, **fresh))
-                conn.execute(update(_changes).where(_changes.c.query == q.id, _changes.c.rid.is_(None),
-                                                    _scope_is(QUERY)).values(rid=fresh["rid"]))
-            # changes not yet bound to an identity (a few, if any): bound to their user's now, one
-            # statement per such user (a store of a thousand users is not updated a thousand times)
-            unbound = {row.user for row in conn.execute(select(_changes.c.user).distinct()
-                                                        .where(_changes.c.incarnation.is_(None)))}
-            for user in sorted(unbound & set(identities)):
-                conn.execute(update(_changes).where(_changes.c.user == user, _changes.c.incarnation.is_(None))
-                             .values(incarnation=identities[user]))
+                (replaced if old is not None else added).append(dict(fresh, b_id=q.id))
+            # each kind in one statement over many rows (100,000 own queries are registered at once)
+            by_id = c.id == bindparam("b_id")
+            for rows in (kept, replaced):
+                if rows:
+                    conn.execute(update(_registered).where(by_id), rows)
+            if added:
+                conn.execute(insert(_registered).values(id=bindparam("b_id")), added)
+            # changes recorded while nothing was registered: claimed by their query's new registration
+            unbound = set(conn.execute(select(_changes.c.query).where(_changes.c.rid.is_(None), _scope_is(QUERY))
+                                       .distinct()).scalars())
+            for row in replaced + added:
+                if row["b_id"] in unbound:
+                    conn.execute(update(_changes).where(_changes.c.query == row["b_id"], _changes.c.rid.is_(None),
+                                                        _scope_is(QUERY)).values(rid=row["rid"]))
+            nameless = set(conn.execute(select(_changes.c.user).where(_changes.c.incarnation.is_(None))
+                                        .distinct()).scalars())
+            for user, incarnation in identities.items():
+                if user in nameless:
+                    conn.execute(update(_changes).where(_changes.c.user == user, _changes.c.incarnation.is_(None))
+                                 .values(incarnation=incarnation))
 
     def unregister(self, query: str) -> None:
         """Remove a registered query (a running network stops it at its next poll); its access
@@ -198,15 +210,35 @@ class AuthorizationServer:
         """The registered queries with their text and level, by id (a registration from a store
         that predates query texts has none: it is skipped, to be registered again; a user's own
         query made by an earlier identity of its owner is skipped too)."""
-        identities = self.store.incarnations()
-        with self.store.engine.connect() as conn:
-            rows = conn.execute(select(_registered).order_by(_registered.c.id)).all()
-        return tuple(_registration(r) for r in rows
-                     if r.query and (r.owner is None or r.owner_incarnation == identities.get(r.owner)))
+        return self._registrations(None)
 
     def registration(self, query: str) -> RegisteredQuery | None:
         """The registration of ``query``, if it is registered now."""
-        return next((q for q in self.registrations() if q.id == query), None)
+        found = self._registrations(query)
+        return found[0] if found else None
+
+    def _registrations(self, query: str | None) -> tuple[RegisteredQuery, ...]:
+        """:meth:`registrations` (of ``query`` only, unless None). A network of 100,000 queries
+        reads them all whenever it replans: the columns it needs only, each distinct JSON list
+        decoded once (most are ``[]`` or one user)."""
+        identities = self.store.incarnations()
+        c = _registered.c
+        found = select(c.id, c.users, c.query, c.level, c.owner, c.opens, c.rid, c.owner_incarnation)
+        found = found.order_by(c.id) if query is None else found.where(c.id == query)
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(found).all()
+        decoded: dict[str, tuple[str, ...]] = {}
+
+        def listed(text: str) -> tuple[str, ...]:
+            value = decoded.get(text)
+            if value is None:
+                value = decoded[text] = tuple(json.loads(text))
+            return value
+
+        return tuple(RegisteredQuery(qid, listed(users), text, level, owner, None if opens is None else listed(opens),
+                                     rid)
+                     for qid, users, text, level, owner, opens, rid, incarnation in rows
+                     if text and (owner is None or incarnation == identities.get(owner)))
 
     def check(self, query: str, user: str, *, strict: bool = False) -> list[str]:
         """Refuse a change naming an unregistered query or an unknown user (raises
@@ -267,7 +299,12 @@ class AuthorizationServer:
     def open_own(self, query: str, user: str) -> None:
         """The grant an own query gets when its owner registers it: from :data:`ALL_TIME` on
         (it never lifts an admin's revocation of its streams)."""
-        self._record(query, user, True, ALL_TIME)
+        self.open_owns([(query, user)])
+
+    def open_owns(self, owned: Iterable[tuple[str, str]]) -> None:
+        """:meth:`open_own` for many ``(query, owner)`` pairs, in order, in one transaction (a
+        store of thousands of own queries registered at once: one commit, not one each)."""
+        self._record_all([(query, user, True, ALL_TIME, QUERY) for query, user in owned])
 
     def load(self, changes: tuple[AccessChange, ...] | list[AccessChange]) -> None:
         """Append changes (e.g. an access-change file) in their order."""
@@ -281,12 +318,15 @@ class AuthorizationServer:
         """The live changes, in the order issued: each made for its query's current registration
         and its user's current identity (see the module docstring)."""
         identities = self.store.incarnations()
+        c = _changes.c
         with self.store.engine.connect() as conn:
-            rids = {row.id: row.rid for row in conn.execute(select(_registered.c.id, _registered.c.rid))}
-            rows = conn.execute(select(_changes).order_by(_changes.c.seq)).all()
-        return ChangeLog(_change(r) for r in rows
-                         if r.incarnation is not None and r.incarnation == identities.get(r.user)
-                         and (r.scope == STREAM or (r.rid is not None and r.rid == rids.get(r.query))))
+            rids = dict(conn.execute(select(_registered.c.id, _registered.c.rid)).all())
+            rows = conn.execute(select(c.ts, c.query, c.user, c.grant, c.seq, c.scope, c.incarnation, c.rid)
+                                .order_by(c.seq)).all()
+        return ChangeLog(AccessChange(_utc(ts), query, user, bool(grant), seq, scope or QUERY)
+                         for ts, query, user, grant, seq, scope, incarnation, rid in rows
+                         if incarnation is not None and incarnation == identities.get(user)
+                         and (scope == STREAM or (rid is not None and rid == rids.get(query))))
 
     def history(self) -> tuple[AccessChange, ...]:
         """Every change ever recorded, live or not, in the order issued."""
@@ -305,19 +345,31 @@ class AuthorizationServer:
 
     def _record(self, query: str, user: str, grant: bool, ts: str | datetime | None, *,
                 scope: str = QUERY) -> AccessChange:
-        when = change_time(ts)
-        incarnation = self.store.incarnations().get(user)
+        return self._record_all([(query, user, grant, change_time(ts), scope)])[0]
+
+    def _record_all(self, wanted: list[tuple[str, str, bool, datetime, str]]) -> list[AccessChange]:
+        """Record changes ``(query, user, grant, ts, scope)`` in order, in one transaction, each
+        bound to its query's registration and its user's identity, then publish each as an SP."""
+        if not wanted:
+            return []
+        incarnations = self.store.incarnations()
         with self.store.engine.begin() as conn:
-            rid = None if scope == STREAM else conn.execute(
-                select(_registered.c.rid).where(_registered.c.id == query)).scalar()
-            key = conn.execute(insert(_changes).values(ts=when, query=query, user=user, grant=grant, rid=rid,
-                                                       incarnation=incarnation, scope=scope)
-                               ).inserted_primary_key
-            assert key is not None  # an insert's, not an update's
-            seq = key[0]
-        change = AccessChange(when, query, user, grant, int(seq), scope)
-        self._publish(change)
-        return change
+            named = {query for query, _, _, _, scope in wanted if scope != STREAM}
+            found = select(_registered.c.id, _registered.c.rid)
+            if len(named) == 1:  # the common case, one change: its query's row only
+                found = found.where(_registered.c.id == next(iter(named)))
+            rids = {row.id: row.rid for row in conn.execute(found)} if named else {}
+            rows = [dict(ts=ts, query=query, user=user, grant=grant,
+                         rid=None if scope == STREAM else rids.get(query), incarnation=incarnations.get(user),
+                         scope=scope) for query, user, grant, ts, scope in wanted]
+            # one INSERT ... RETURNING for all (SQLAlchemy's "insertmanyvalues"), the keys in the rows' order
+            seqs = conn.execute(insert(_changes).returning(_changes.c.seq, sort_by_parameter_order=True),
+                                rows).scalars().all()
+        changes = [AccessChange(ts, query, user, grant, int(seq), scope)
+                   for (query, user, grant, ts, scope), seq in zip(wanted, seqs, strict=True)]
+        for change in changes:
+            self._publish(change)
+        return changes
 
     def _publish(self, change: AccessChange) -> None:
         """The SP as a file of its own, complete before it appears (a stream never reads half of one)."""
@@ -384,12 +436,6 @@ def _stored_catalog(store: CatalogStore) -> "Catalog | None":
 def _scope_is(scope: str) -> ColumnElement[bool]:
     """The SQL condition that a change has ``scope`` (NULL, in older stores, is a query's)."""
     return _changes.c.scope == scope if scope == STREAM else (_changes.c.scope.is_(None) | (_changes.c.scope == QUERY))
-
-
-def _registration(row: Row[Any]) -> RegisteredQuery:
-    opens = json.loads(row.opens) if row.opens is not None else None
-    return RegisteredQuery(row.id, tuple(json.loads(row.users)), row.query, row.level, row.owner,
-                           None if opens is None else tuple(opens), row.rid)
 
 
 def _change(row: Row[Any]) -> AccessChange:

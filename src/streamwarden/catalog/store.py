@@ -152,7 +152,8 @@ _stream_identities = Table(
 
 @lru_cache(maxsize=4)
 def _parsed(text: str, name: str) -> Catalog:
-    """A stored catalog's text, validated once per text (a service loads it on every request)."""
+    """A stored catalog's text, validated once per text (a service loads it on every request; a
+    network's driver asks for its users and streams as often: one key, the row's, for all)."""
     return load_catalog_text(text, name)
 
 
@@ -315,8 +316,8 @@ class CatalogStore:
         """Each declared user's incarnation and since when it holds (read only, in the common
         case: every micro-batch of a network asks; written once for a store that predates them)."""
         with self.engine.connect() as conn:
-            row = conn.execute(select(_sources.c.text)).first()
-            users = frozenset(_parsed(row.text, "catalog").users) if row is not None else frozenset()
+            row = conn.execute(select(_sources.c.name, _sources.c.text)).first()
+            users = frozenset(_parsed(row.text, row.name).users) if row is not None else frozenset()
             known = {r.user: (r.incarnation, _utc(r.since)) for r in conn.execute(select(_identities))}
         if users <= set(known):
             return {user: known[user] for user in users}
@@ -330,8 +331,8 @@ class CatalogStore:
         is another stream, and its providers' earlier tokens are not its (given on first read to
         a store that predates them)."""
         with self.engine.begin() as conn:
-            row = conn.execute(select(_sources.c.text)).first()
-            streams = frozenset(_parsed(row.text, "catalog").streams) if row is not None else frozenset()
+            row = conn.execute(select(_sources.c.name, _sources.c.text)).first()
+            streams = frozenset(_parsed(row.text, row.name).streams) if row is not None else frozenset()
             return _sync_identities(conn, streams, drop=False, table=_stream_identities)
 
     def set_action(self, name: str, **values: object) -> None:

@@ -40,7 +40,12 @@ class Expr:
             """The value's type: a field of most expressions, computed by a few (Negate, ActionValue)."""
 
     def children(self) -> tuple["Expr", ...]:
-        return tuple(getattr(self, name) for name in self.child_fields)
+        names = self.child_fields  # the common shapes spelled out: every pass over a plan asks, many times
+        if not names:
+            return ()
+        if len(names) == 1:
+            return (getattr(self, names[0]),)
+        return tuple([getattr(self, name) for name in names])
 
     def replace_children(self, children: tuple["Expr", ...]) -> "Expr":
         return replace(self, **dict(zip(self.child_fields, children))) if self.child_fields else self

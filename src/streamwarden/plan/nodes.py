@@ -51,7 +51,12 @@ class Node:
         __dataclass_fields__: ClassVar[dict[str, DataclassField[Any]]]
 
     def children(self) -> tuple["Node", ...]:
-        return tuple(getattr(self, name) for name in self.child_fields)
+        names = self.child_fields  # the common shapes spelled out: every pass over a plan asks, many times
+        if not names:
+            return ()
+        if len(names) == 1:
+            return (getattr(self, names[0]),)
+        return tuple([getattr(self, name) for name in names])
 
     def with_children(self, children: tuple["Node", ...]) -> "Node":
         return replace(self, **dict(zip(self.child_fields, children))) if self.child_fields else self
@@ -377,35 +382,36 @@ class LevelGuard(Node):
 
 
 # -- traversal --------------------------------------------------------------------------
+# The recursions below are module functions, not closures that call themselves: such a closure
+# is a reference cycle (function, cell, function), left for the cyclic collector at every call,
+# and a network's driver walks plans hundreds of thousands of times.
 def walk(node: Node) -> Iterator[Node]:
     """Every node, children before parents (each shared node once)."""
-    seen: set[int] = set()
+    return _walk(node, set())
 
-    def visit(n: Node) -> Iterator[Node]:
-        if id(n) in seen:
-            return
-        seen.add(id(n))
-        for child in n.children():
-            yield from visit(child)
-        yield n
 
-    yield from visit(node)
+def _walk(node: Node, seen: set[int]) -> Iterator[Node]:
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    for child in node.children():
+        yield from _walk(child, seen)
+    yield node
 
 
 def transform(node: Node, fn: Callable[[Node], Node | None]) -> Node:
     """Rebuild bottom-up with memoization; ``fn`` returns a replacement or None."""
-    memo: dict[int, Node] = {}
+    return _transform(node, fn, {})
 
-    def visit(n: Node) -> Node:
-        if id(n) in memo:
-            return memo[id(n)]
-        children = tuple(visit(c) for c in n.children())
-        rebuilt = n.with_children(children) if any(a is not b for a, b in zip(children, n.children())) else n
-        result = fn(rebuilt) or rebuilt
-        memo[id(n)] = result
-        return result
 
-    return visit(node)
+def _transform(node: Node, fn: Callable[[Node], Node | None], memo: dict[int, Node]) -> Node:
+    if id(node) in memo:
+        return memo[id(node)]
+    children = tuple([_transform(c, fn, memo) for c in node.children()])
+    rebuilt = node.with_children(children) if any(a is not b for a, b in zip(children, node.children())) else node
+    result = fn(rebuilt) or rebuilt
+    memo[id(node)] = result
+    return result
 
 
 def sources(node: Node) -> list[Source]:

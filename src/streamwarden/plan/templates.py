@@ -31,10 +31,11 @@ the aggregate then runs once per key value, and each member reads its key's rows
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from streamwarden.plan import expr as E
-from streamwarden.plan.hashing import stable_text
+from streamwarden.plan.hashing import by_identity, stable_text
 from streamwarden.language.ast import Window
 from streamwarden.plan.nodes import (Aggregate, Filter, Join, LevelGuard, Node, Project, SecureView, Shield, Source,
                                      View, walk)
@@ -55,7 +56,7 @@ class Template:
     types: tuple[str, ...]
     keys: tuple[tuple[str, int], ...]
 
-    @property
+    @cached_property
     def stream(self) -> str:
         return next(n.stream for n in walk(self.root) if isinstance(n, Source))
 
@@ -81,16 +82,19 @@ class Template:
         """An aggregate over windows: its members share state, not only a pass over the tuples."""
         return isinstance(self.root, Aggregate)
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """The template's identity: equal for graphs that share it, the same in every process."""
+        """The template's identity: equal for graphs that share it, the same in every process
+        (written once per template: every member of a group asks at every micro-batch)."""
         return stable_text((self.root, self.types, self.keys))
 
 
+@by_identity
 def parameterize(root: Node) -> Template | None:
     """``root``'s template, or None when it is not a shape one shared plan can run (see the
     module docstring). Relations are renamed to their stream, so ``FROM S`` and ``FROM S AS x``
-    share."""
+    share. Computed once per graph (by identity: the pipelines of one secured rewriting hold
+    the same graphs)."""
     aggregate = root if isinstance(root, Aggregate) else None
     body = aggregate.child if aggregate is not None else root
     nodes = list(walk(body))
@@ -110,49 +114,60 @@ def parameterize(root: Node) -> Template | None:
         return None
     if any(E.action_refs(e) for n in nodes for e in n.expressions()):
         return None
-    source = found[0]
-    values: list[Any] = []
-    types: list[str] = []
-
-    def constant(expr: E.Expr) -> E.Expr:
-        def swap(node: E.Expr) -> E.Expr | None:
-            if isinstance(node, E.Column) and node.relation == source.relation:
-                return E.Column(source.stream, node.name, node.dtype)
-            if isinstance(node, E.Literal) and node.value is not None and node.dtype in PARAMETER_TYPES:
-                values.append(node.value)
-                types.append(node.dtype)
-                return E.Param(len(values) - 1, node.dtype)
-            return None
-
-        return E.transform(expr, swap)
-
-    def rename(expr: E.Expr) -> E.Expr:
-        return E.rename_relation(expr, {source.relation: source.stream})
-
-    def rebuild(node: Node) -> Node:
-        if isinstance(node, Source):
-            return replace(node, relation=node.stream)
-        child = rebuild(node.children()[0])
-        if isinstance(node, Filter):
-            return replace(node, child=child, predicate=constant(node.predicate))
-        if isinstance(node, SecureView):
-            views = tuple(View(v.policy_id, constant(v.condition), None if v.attributes is None else frozenset(
-                (source.stream if r == source.relation else r, a) for r, a in v.attributes)) for v in node.views)
-            return replace(node, child=child, views=views)
-        if isinstance(node, Shield):  # its reason quotes the member's selectivity: an explanation, not the plan
-            return replace(node, child=child, relation=source.stream, reason="")
-        if isinstance(node, LevelGuard):
-            return replace(node, child=child, relation=source.stream)
-        assert isinstance(node, Project)
-        return replace(node, child=child, items=tuple((name, rename(e)) for name, e in node.items))
-
-    template = rebuild(body)
+    parameters = _Parameters(found[0])
+    template = parameters.rebuild(body)
     if aggregate is not None:  # its expressions keep their constants: they are the template's, not a member's
+        rename = parameters.rename
         template = replace(aggregate, child=template, event_time=rename(aggregate.event_time),
                            group_by=tuple((name, rename(e)) for name, e in aggregate.group_by),
                            aggregates=tuple(replace(a, arg=None if a.arg is None else rename(a.arg))
                                             for a in aggregate.aggregates))
-    return Template(template, tuple(values), tuple(types), _keys(template))
+    return Template(template, tuple(parameters.values), tuple(parameters.types), _keys(template))
+
+
+class _Parameters:
+    """One graph's body rebuilt as its template: each constant a parameter (collected in
+    ``values`` and ``types``, in order), the source's relation renamed to its stream. (A class,
+    not closures calling themselves, which would leave a reference cycle at every call.)"""
+
+    def __init__(self, source: Source):
+        self.source = source
+        self.values: list[Any] = []
+        self.types: list[str] = []
+
+    def swap(self, node: E.Expr) -> E.Expr | None:
+        source = self.source
+        if isinstance(node, E.Column) and node.relation == source.relation:
+            return E.Column(source.stream, node.name, node.dtype)
+        if isinstance(node, E.Literal) and node.value is not None and node.dtype in PARAMETER_TYPES:
+            self.values.append(node.value)
+            self.types.append(node.dtype)
+            return E.Param(len(self.values) - 1, node.dtype)
+        return None
+
+    def constant(self, expr: E.Expr) -> E.Expr:
+        return E.transform(expr, self.swap)
+
+    def rename(self, expr: E.Expr) -> E.Expr:
+        return E.rename_relation(expr, {self.source.relation: self.source.stream})
+
+    def rebuild(self, node: Node) -> Node:
+        if isinstance(node, Source):
+            return replace(node, relation=node.stream)
+        child = self.rebuild(node.children()[0])
+        if isinstance(node, Filter):
+            return replace(node, child=child, predicate=self.constant(node.predicate))
+        if isinstance(node, SecureView):
+            source = self.source
+            views = tuple(View(v.policy_id, self.constant(v.condition), None if v.attributes is None else frozenset(
+                (source.stream if r == source.relation else r, a) for r, a in v.attributes)) for v in node.views)
+            return replace(node, child=child, views=views)
+        if isinstance(node, Shield):  # its reason quotes the member's selectivity: an explanation, not the plan
+            return replace(node, child=child, relation=self.source.stream, reason="")
+        if isinstance(node, LevelGuard):
+            return replace(node, child=child, relation=self.source.stream)
+        assert isinstance(node, Project)
+        return replace(node, child=child, items=tuple((name, self.rename(e)) for name, e in node.items))
 
 
 def why_not(root: Node) -> str:
@@ -174,10 +189,12 @@ def _ranged(window: Window | None) -> bool:
     return window is not None and window.kind == "range" and window.size_seconds is not None
 
 
+@by_identity
 def lift_keys(template: Template) -> Node | None:
     """The template's plan without its key conjuncts (``ward = ?0``), when nothing else reads a
-    constant; else None. Its rows are every member's rows at once: a row with key values
-    ``v`` belongs to exactly the members whose constants are ``v`` (a NULL key to none). So
+    constant; else None (once per template, by identity). Its rows are every member's rows at
+    once: a row with key values ``v`` belongs to exactly the members whose constants are ``v``
+    (a NULL key to none). So
     an aggregate of it, grouped by the keys as well, computes each member's aggregate once
     per key value, however many members share that value.
 
@@ -188,26 +205,27 @@ def lift_keys(template: Template) -> Node | None:
         >>> E.render(lift_keys(t).predicate), t.keys
         ('TRUE', (('w', 0),))
     """
-    keyed = {index for _, index in template.keys}
-
-    def without_keys(expr: E.Expr) -> E.Expr:
-        return E.conjoin([c for c in E.conjuncts(expr) if (key := _key_of(c)) is None or key[1] not in keyed])
-
-    def rebuild(node: Node) -> Node:
-        if isinstance(node, Source):
-            return node
-        child = rebuild(node.children()[0])
-        if isinstance(node, Filter):
-            return replace(node, child=child, predicate=without_keys(node.predicate))
-        if isinstance(node, SecureView) and len(node.views) == 1:
-            view = node.views[0]
-            return replace(node, child=child, views=(replace(view, condition=without_keys(view.condition)),))
-        return replace(node, child=child)
-
-    lifted = rebuild(template.root)
+    lifted = _without_keys(template.root, frozenset(index for _, index in template.keys))
     if any(isinstance(e, E.Param) for n in walk(lifted) for x in n.expressions() for e in E.walk(x)):
         return None
     return lifted
+
+
+def _without_keys(node: Node, keyed: frozenset[int]) -> Node:
+    """``node`` without the key conjuncts on parameters ``keyed`` (see :func:`lift_keys`)."""
+    if isinstance(node, Source):
+        return node
+    child = _without_keys(node.children()[0], keyed)
+    if isinstance(node, Filter):
+        return replace(node, child=child, predicate=_drop_keys(node.predicate, keyed))
+    if isinstance(node, SecureView) and len(node.views) == 1:
+        view = node.views[0]
+        return replace(node, child=child, views=(replace(view, condition=_drop_keys(view.condition, keyed)),))
+    return replace(node, child=child)
+
+
+def _drop_keys(expr: E.Expr, keyed: frozenset[int]) -> E.Expr:
+    return E.conjoin([c for c in E.conjuncts(expr) if (key := _key_of(c)) is None or key[1] not in keyed])
 
 
 def _key_of(conjunct: E.Expr) -> tuple[str, int] | None:

@@ -95,7 +95,7 @@ from streamwarden.plan.nodes import sources
 from streamwarden.runtime.deliveries import record_delivery
 from streamwarden.runtime.groups import Hosting, StreamGroup, group_of, hosting
 from streamwarden.runtime.network_replay import within_periods
-from streamwarden.runtime.plan import NetworkPlan, Pipeline, plan_network
+from streamwarden.runtime.plan import NetworkPlan, Pipeline, collector_paused, plan_network
 from streamwarden.runtime.quarantine import QuarantineLog
 from streamwarden.runtime.runner import StreamsRunner
 from streamwarden.security.punctuation.generate import policy_from_statements
@@ -209,7 +209,8 @@ class NetworkRuntime(StreamsRunner):
                 self._write_status(changes)
                 return False
             if force or self._seen is None or key[0] != self._seen[0]:
-                self._replan(catalog, queries)
+                with collector_paused():  # a plan makes no garbage cycles: see collector_paused
+                    self._replan(catalog, queries)
             self._switch(changes)
             self._write_status(changes)
             self._seen = key

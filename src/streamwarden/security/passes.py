@@ -18,12 +18,14 @@ placements fired (``explain`` prints them).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Hashable, Mapping
 
 from streamwarden.catalog.lattice import Level
 from streamwarden.catalog.model import Catalog
-from streamwarden.errors import AuthorizationError
+from streamwarden.errors import AuthorizationError, StreamwardenError
 from streamwarden.language.binder import BoundQuery, bound_query
 from streamwarden.language.insert_sp import InsertSp
+from streamwarden.plan import expr as E
 from streamwarden.plan.nodes import Node, sources
 from streamwarden.security.levels.guard import level_pass, query_level
 from streamwarden.security.punctuation.placement import shield_pass
@@ -78,4 +80,98 @@ def secure(catalog: Catalog, user: str, query: str | BoundQuery | Node,
     return replace(rewriting, graphs=graphs, level=level, secured=True)
 
 
-__all__ = ["SecurityOptions", "secure"]
+class SecureCache:
+    """:func:`secure` over one catalog for many users and queries, run once per distinct input.
+
+    A network of 100,000 registered queries secures each for each listed user; most share a
+    query text with others and a *security class* with others (the same roles, the same
+    values of the profile attributes the policies read: a ward's nurses). Of a user,
+    :func:`secure` reads exactly this (:meth:`user_key`; the passes it calls in brackets):
+
+    * that the user is declared (``check_user``);
+    * the clearance (``query_level``: the level the query runs at; ``level_pass``);
+    * the effective roles (``rewrite``: the user's policies, ``policies_for``, and its notes;
+      ``shield_pass``: the roles a shield tests);
+    * the profile values the policies' ``self.<attr>`` read (``instantiate``), each by its
+      type and ``repr``, not by equality: ``1``, ``1.0``, ``True`` and ``"1"`` become different
+      literals, and so do ``0.0`` and ``-0.0`` or two equal datetimes of different offsets,
+      equal in Python but not as text; a missing value and a null one both refuse the
+      policy, for different reasons, and are told apart too.
+
+    Of the query it reads the bound query (text, plan, ``ON RESULT``) and every option. Users
+    with equal keys get the same rewriting, computed for the first of them: equal graphs,
+    level and ``ON RESULT``; only the texts that name a user (``user``, the notes, a
+    decision's reason) name that first user. A refusal (not cleared, an unknown user) is
+    never shared: each user gets it computed for her, in her own words.
+
+        >>> from streamwarden.catalog.loader import load_catalog_text
+        >>> from streamwarden.language.binder import bound_query
+        >>> cat = load_catalog_text('''
+        ... streams: {S: {schema: {ts: timestamp, w: string}}}
+        ... roles: {R: {}}
+        ... users: {ann: {roles: [R], profile: {w: a, nick: A}}, bob: {roles: [R], profile: {w: a, nick: B}},
+        ...         cy: {roles: [R], profile: {w: b}}}
+        ... policies: [{id: p, subject: R, streams: [S], attributes: '*', where: 'S.w = self.w', privilege: read}]
+        ... ''')
+        >>> cache, query = SecureCache(cat), bound_query("SELECT w FROM S", cat)
+        >>> cache.secure("bob", query) is cache.secure("ann", query), cache.secure("cy", query).user
+        (True, 'cy')
+    """
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+        # every profile attribute a policy reads (a superset of what one user's policies read)
+        self.attributes = tuple(sorted({e.attr for p in catalog.policies if p.where is not None
+                                        for e in E.walk(p.where) if isinstance(e, E.ProfileRef)}))
+        self._users: dict[str, Hashable] = {}
+        self._secured: dict[Hashable, Rewriting | None] = {}  # None: refused, so never shared
+
+    def user_key(self, user: str) -> Hashable | None:
+        """Everything :func:`secure` reads about ``user`` (see the class docstring); None for a
+        user the catalog does not declare."""
+        try:
+            return self._users[user]
+        except KeyError:
+            pass
+        declared = self.catalog.users.get(user)
+        if declared is None:
+            return None
+        clearance = declared.clearance
+        key = (self.catalog.effective_roles(user),
+               None if clearance is None else (clearance.entries, clearance.bits),
+               tuple(_profile_value(declared.profile, attr) for attr in self.attributes))
+        self._users[user] = key
+        return key
+
+    def secure(self, user: str, query: BoundQuery, options: SecurityOptions | None = None) -> Rewriting:
+        """:func:`secure` of ``query`` for ``user``: the rewriting of the first user of her key."""
+        options = options or SecurityOptions()
+        user_key = self.user_key(user)
+        if user_key is None:
+            return secure(self.catalog, user, query, options)  # refused: unknown user
+        level = options.level
+        key = (query, options.join_strategy, options.placement,
+               (type(level).__name__, str(level), getattr(level, "bits", None)), options.granted_streams, user_key)
+        found = self._secured.get(key, False)
+        if isinstance(found, Rewriting):
+            return found
+        if found is None:  # refused for an earlier user: refused for this one, in her own words
+            return secure(self.catalog, user, query, options)
+        try:
+            rewriting = secure(self.catalog, user, query, options)
+        except StreamwardenError:
+            self._secured[key] = None
+            raise
+        self._secured[key] = rewriting
+        return rewriting
+
+
+def _profile_value(profile: Mapping[str, object], attribute: str) -> tuple[str, ...]:
+    """One profile value as a key: absent, or its type and ``repr`` (see :class:`SecureCache`)."""
+    if attribute not in profile:
+        return ("absent",)
+    value = profile[attribute]
+    return (f"{type(value).__module__}.{type(value).__qualname__}", repr(value))
+
+
+__all__ = ["SecureCache", "SecurityOptions", "secure"]
