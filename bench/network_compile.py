@@ -12,7 +12,7 @@ driver does when it starts or replans (``NetworkRuntime._replan``), Spark aside:
 1. **load**: the catalog from the store, the registrations, the live access changes;
 2. **plan**: :func:`~streamwarden.runtime.plan.plan_network` (bind, secure each query for
    each listed user, group users with equal plans into pipelines);
-3. **place**: each pipeline's place in a group (:func:`~streamwarden.runtime.groups.place_of`:
+3. **place**: each pipeline's place in a group (:func:`~streamwarden.runtime.groups.group_of`:
    its graphs reduced to query templates);
 4. **tables**: the member tables the groups would hand Spark, the Python side only (the rows
    of constants per template, as ``StreamGroup._member_rows`` and ``member_table`` build them).
@@ -215,7 +215,7 @@ def compile_network(folder: Path) -> dict[str, float]:
     with clock.phase("start"):
         from streamwarden.catalog.authorization import AuthorizationServer
         from streamwarden.catalog.store import sqlite_url
-        from streamwarden.runtime.groups import place_of
+        from streamwarden.runtime.groups import group_of
         from streamwarden.runtime.plan import plan_network
     with clock.phase("load"):
         server = AuthorizationServer(sqlite_url(folder / "store.db"))
@@ -225,7 +225,7 @@ def compile_network(folder: Path) -> dict[str, float]:
     with clock.phase("plan"):
         plan = plan_network(catalog, registered)
     with clock.phase("place"):
-        places = [(pipeline, place_of(pipeline.rewriting, catalog)) for pipeline in plan.pipelines]
+        places = [(pipeline, group_of(pipeline.rewriting)) for pipeline in plan.pipelines]
     with clock.phase("tables"):
         tables = member_tables(places)
     hosted = sum(1 for _, place in places if place is not None)
@@ -383,7 +383,7 @@ NOTES = (
     "(wall: `perf_counter`; CPU: `getrusage`); peak RSS is `ru_maxrss` after each phase (a high-water mark).",
     "*compile* = load + plan_network + group placement + member tables, wall, of the first compiling child "
     "(the target's measure); the imports before it are shown apart. Placement is "
-    "`streamwarden.runtime.groups.place_of` per pipeline, as `NetworkRuntime._replan` calls it through "
+    "`streamwarden.runtime.groups.group_of` per pipeline, as `NetworkRuntime._replan` calls it through "
     "`hosting` (its checkpoint check aside: a fresh network has none); member tables are the rows of constants "
     "`StreamGroup._member_rows` and `member_table` would hand Spark, built in Python, Spark aside.",
     "The catalog's YAML may hold at most 100,000 nodes (`MAX_YAML_NODES`, a bound against alias bombs): 10,000 "
