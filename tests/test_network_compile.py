@@ -34,7 +34,7 @@ from streamwarden.plan import expr as E
 from streamwarden.plan.hashing import by_identity, stable_text
 from streamwarden.plan.nodes import Filter, Source
 from streamwarden.plan.templates import parameterize
-from streamwarden.runtime.groups import place_of
+from streamwarden.runtime.groups import group_of
 from streamwarden.runtime.plan import Denial, collector_paused, pipeline_fingerprint, plan_network
 from streamwarden.security.passes import SecureCache, SecurityOptions, secure
 from streamwarden.security.rewrite.algorithm import Rewriting
@@ -291,7 +291,7 @@ def test_compiling_leaves_no_garbage_cycles() -> None:
     gc.disable()
     try:
         plan = plan_network(cat, queries)
-        places = [place_of(p.rewriting, cat) for p in plan.pipelines]
+        places = [group_of(p.rewriting) for p in plan.pipelines]
         keys = [t.key for place in places if place is not None for _, t in place.graphs]
         assert plan.pipelines and keys
         assert gc.collect() == 0

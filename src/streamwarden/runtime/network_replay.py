@@ -157,7 +157,7 @@ class _SharedReplay:
         for template, member in listed:
             templates.setdefault(template.key, (template, []))[1].append(member)
         rows = shared_rows(relation, templates, lattice)
-        assert rows is not None  # every member has a graph (place_of: deployed graphs only)
+        assert rows is not None  # every member has a graph (group_of: deployed graphs only)
         return rows
 
 
