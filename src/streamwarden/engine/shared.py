@@ -144,6 +144,21 @@ def shared_rows(batch: DataFrame, templates: Mapping[str, tuple[Template, Sequen
     return result
 
 
+def group_rows(frame: DataFrame, members: Sequence[tuple[Template, Member]], aggregate: SharedAggregate | None,
+               lattice: Lattice | None = None) -> DataFrame | None:
+    """Each member's rows of a group's ``frame``: a tuple group's input evaluated once per
+    template over its members, or an aggregate group's rows (:meth:`SharedAggregate.rows`)
+    fanned out to the members of their keys. None when there is no member."""
+    if not members:
+        return None
+    if aggregate is not None:
+        return aggregate.member_rows(frame, [member for _, member in members])
+    templates: dict[str, tuple[Template, list[Member]]] = {}
+    for template, member in members:
+        templates.setdefault(template.key, (template, []))[1].append(member)
+    return shared_rows(frame, templates, lattice)
+
+
 def _with_members(batch: DataFrame, template: Template, members: Sequence[Member]) -> DataFrame:
     """``batch`` joined with the template's member table (broadcast): on its equality keys, a
     hash join; without keys, every tuple meets every member."""
@@ -190,5 +205,5 @@ SPARK_TYPE_OF: dict[str, DataType] = {
     "timestamp": TimestampType(), "int": IntegerType(), "long": LongType(), "double": DoubleType(),
     "string": StringType(), "boolean": BooleanType()}
 
-__all__ = ["Member", "ROW", "TO", "SharedAggregate", "key_column", "member_table", "shared_input", "shared_rows",
-           "write_per_recipient"]
+__all__ = ["Member", "ROW", "TO", "SharedAggregate", "group_rows", "key_column", "member_table", "shared_input",
+           "shared_rows", "write_per_recipient"]

@@ -60,7 +60,7 @@ from streamwarden.catalog.registry import access_periods
 from streamwarden.engine.columns import MEMBER
 from streamwarden.engine.compiler import EVENT
 from streamwarden.engine.execute import iso_timestamp
-from streamwarden.engine.shared import (ROW, TO, Member, SharedAggregate, shared_input, shared_rows,
+from streamwarden.engine.shared import (ROW, TO, Member, SharedAggregate, group_rows, shared_input,
                                        write_per_recipient)
 from streamwarden.engine.sinks import committed_batches, start_writer, stream_writer
 from streamwarden.language.expressions import parse_timestamp
@@ -239,17 +239,10 @@ class StreamGroup:
     def _member_rows(self, frame: DataFrame, members: dict[int, tuple["_Running", Hosting]]) -> DataFrame | None:
         """Each member's rows of ``frame`` (a tuple group's input, an aggregate group's closed
         windows), keyed by its index in the batch's decision."""
-        listed = [Member(index, graph, template.values) for index, (_, place) in members.items()
+        listed = [(template, Member(index, graph, template.values)) for index, (_, place) in members.items()
                   for graph, template in place.graphs]
-        if not listed:
-            return None
-        if self.aggregate is not None:
-            return self.aggregate.member_rows(frame, listed)
-        templates: dict[str, tuple[Template, list[Member]]] = {}
-        for index, (_, place) in members.items():
-            for graph, template in place.graphs:
-                templates.setdefault(template.key, (template, []))[1].append(Member(index, graph, template.values))
-        return shared_rows(frame, templates, self.runtime.catalog.lattice if self.runtime.catalog else None)
+        catalog = self.runtime.catalog
+        return group_rows(frame, listed, self.aggregate, catalog.lattice if catalog is not None else None)
 
     def _decide(self, batch_id: int) -> dict[str, Any]:
         """Who is a member and who receives which event times in micro-batch ``batch_id``: decided

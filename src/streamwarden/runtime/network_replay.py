@@ -34,7 +34,7 @@ from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import AccessChange, Period, RegisteredQuery, grant_intervals
 from streamwarden.engine.compiler import EVENT
 from streamwarden.engine.execute import Job, build_job, earliest_result_time, input_errors
-from streamwarden.engine.shared import ROW, TO, Member, shared_input, shared_rows, write_per_recipient
+from streamwarden.engine.shared import ROW, TO, Member, group_rows, shared_input, write_per_recipient
 from streamwarden.engine.sinks import write_lines
 from streamwarden.names import check_name, private_dir, safe_path
 from streamwarden.plan.nodes import Node, sources
@@ -149,14 +149,9 @@ class _SharedReplay:
 
     @staticmethod
     def _rows(relation: DataFrame, group: _Group, lattice: Lattice | None) -> DataFrame:
-        listed = group.listed()
         aggregate = group.place.aggregate
-        if aggregate is not None:
-            return aggregate.member_rows(aggregate.rows(relation, lattice), [m for _, m in listed])
-        templates: dict[str, tuple[Template, list[Member]]] = {}
-        for template, member in listed:
-            templates.setdefault(template.key, (template, []))[1].append(member)
-        rows = shared_rows(relation, templates, lattice)
+        frame = aggregate.rows(relation, lattice) if aggregate is not None else relation
+        rows = group_rows(frame, group.listed(), aggregate, lattice)
         assert rows is not None  # every member has a graph (group_of: deployed graphs only)
         return rows
 
