@@ -175,7 +175,7 @@ def why_not(root: Node) -> str:
     nodes = list(walk(root))
     if any(isinstance(n, Join) for n in nodes):
         return "it joins streams"
-    windows = [w for n in nodes for w in (getattr(n, "window", None),) if w is not None]
+    windows = [n.window for n in nodes if isinstance(n, (Source, Aggregate)) and n.window is not None]
     if any(w.kind == "rows" for w in windows):
         return "it counts a [ROWS n] window"
     if any(E.action_refs(e) for n in nodes for e in n.expressions()):
