@@ -42,8 +42,8 @@ def test_callers_piled_behind_a_poll_share_the_next_one_and_each_sees_its_change
     others = [threading.Thread(target=register, args=(v,)) for v in range(2, 10)]
     for thread in others:
         thread.start()
-    while host._asked < 9:  # every caller is waiting (they asked while the first poll ran)
-        threading.Event().wait(0.01)
+    with host._applying:  # every caller has asked (while the first poll ran)
+        assert host._applying.wait_for(lambda: host._asked >= 9, timeout=30)
     runtime.release_first.set()
     for thread in [first, *others]:
         thread.join(timeout=30)

@@ -61,6 +61,7 @@ class NetworkHost:
         with self._applying:
             self._asked += 1
             mine = self._asked
+            self._applying.notify_all()  # who waits on the asks (tests) sees this one
             while self._applied < mine:
                 if self._polling:  # one under way read the store before this call: wait for the next
                     self._applying.wait()
