@@ -16,6 +16,7 @@ import pytest
 from streamwarden import api
 from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.loader import load_catalog_text
+from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import RegisteredQuery, own_id
 from streamwarden.catalog.store import sqlite_url
 from streamwarden.runtime.network import NetworkRuntime, read_user_rows
@@ -46,6 +47,13 @@ def own(user: str, text: str) -> RegisteredQuery:
     return RegisteredQuery(own_id(user, "q1"), (user,), text, owner=user, opens=())
 
 
+def register_own(server: AuthorizationServer, texts: dict[str, str], catalog: Catalog | None = None) -> None:
+    """Each user's own query ``texts[user]`` registered (with ``catalog``), and opened to her, as the service does."""
+    server.register([own(u, text) for u, text in texts.items()], catalog)
+    for user in texts:
+        server.open_own(own_id(user, "q1"), user)
+
+
 def query(user: str) -> str:
     return f"SELECT sensor, value FROM Readings WHERE value > {5 * int(user[1:])}"
 
@@ -64,9 +72,7 @@ def received(spark, tmp_path: Path, user: str) -> Counter:  # type: ignore[no-un
 def test_many_users_queries_run_as_one_spark_query_with_each_users_rows(spark, tmp_path) -> None:
     store = sqlite_url(tmp_path / "store.db")
     server = AuthorizationServer(store)
-    server.register([own(u, query(u)) for u in USERS], CATALOG)
-    for user in USERS:
-        server.open_own(own_id(user, "q1"), user)
+    register_own(server, {u: query(u) for u in USERS}, CATALOG)
     write(tmp_path / "in" / "Readings", "a.jsonl", readings(0, 400))
     rt = NetworkRuntime(spark, store, {"Readings": str(tmp_path / "in" / "Readings")}, tmp_path / "out",
                         tmp_path / "cp").start(available_now=True)
@@ -84,9 +90,7 @@ def test_a_query_registered_while_the_group_runs_gets_what_came_before_once(spar
     store = sqlite_url(tmp_path / "store.db")
     server = AuthorizationServer(store)
     first, late = list(USERS)[:3], list(USERS)[3:]
-    server.register([own(u, query(u)) for u in first], CATALOG)
-    for user in first:
-        server.open_own(own_id(user, "q1"), user)
+    register_own(server, {u: query(u) for u in first}, CATALOG)
     folder = tmp_path / "in" / "Readings"
     write(folder, "a.jsonl", readings(0, 200))
     rt = NetworkRuntime(spark, store, {"Readings": str(folder)}, tmp_path / "out", tmp_path / "cp",
@@ -112,9 +116,7 @@ def test_a_group_batch_run_again_after_a_crash_delivers_what_it_did(spark, tmp_p
 
     store = sqlite_url(tmp_path / "store.db")
     server = AuthorizationServer(store)
-    server.register([own(u, query(u)) for u in USERS], CATALOG)
-    for user in USERS:
-        server.open_own(own_id(user, "q1"), user)
+    register_own(server, {u: query(u) for u in USERS}, CATALOG)
     rt = NetworkRuntime(spark, store, {"Readings": str(tmp_path / "in" / "Readings")}, tmp_path / "out",
                         tmp_path / "cp")
     rt.poll(force=True)
@@ -154,9 +156,7 @@ def test_users_averages_share_one_aggregate_per_ward_and_a_late_joiner_gets_the_
     store = sqlite_url(tmp_path / "store.db")
     server = AuthorizationServer(store)
     first, late = list(USERS)[:2], list(USERS)[2:]  # u0, u1 (wards w0, w1) first; then w2, w0 again, ...
-    server.register([own(u, AVERAGE) for u in first], CATALOG)
-    for user in first:
-        server.open_own(own_id(user, "q1"), user)
+    register_own(server, {u: AVERAGE for u in first}, CATALOG)
     folder = tmp_path / "in" / "Readings"
     write(folder, "a.jsonl", readings(0, 200))
     rt = NetworkRuntime(spark, store, {"Readings": str(folder)}, tmp_path / "out", tmp_path / "cp",
@@ -256,9 +256,7 @@ def test_a_shielded_levelled_stream_has_one_group_per_level_and_role_set_each_us
     text = {u: f"SELECT patient, hospital, pulse FROM Vitals WHERE pulse > {c}" for u, c in limits.items()}
     store = sqlite_url(tmp_path / "store.db")
     server = AuthorizationServer(store)
-    server.register([own(u, text[u]) for u in limits], SHIELDED)
-    for user in limits:
-        server.open_own(own_id(user, "q1"), user)
+    register_own(server, text, SHIELDED)
     folder = tmp_path / "in" / "Vitals"
     write(folder, "a.jsonl", vitals())
     rt = NetworkRuntime(spark, store, {"Vitals": str(folder)}, tmp_path / "out", tmp_path / "cp").start(
@@ -298,9 +296,7 @@ def test_a_member_leaving_a_running_aggregate_group_touches_no_other_members_row
     store = sqlite_url(tmp_path / "store.db")
     server = AuthorizationServer(store)
     users = list(USERS)[:4]  # wards w0, w1, w2, w0: u0 and u3 share a key
-    server.register([own(u, AVERAGE) for u in users], CATALOG)
-    for user in users:
-        server.open_own(own_id(user, "q1"), user)
+    register_own(server, {u: AVERAGE for u in users}, CATALOG)
     folder = tmp_path / "in" / "Readings"
     write(folder, "a.jsonl", readings(0, 200))
     rt = NetworkRuntime(spark, store, {"Readings": str(folder)}, tmp_path / "out", tmp_path / "cp",
@@ -340,9 +336,7 @@ def test_aggregate_only_privileges_hold_for_each_member_of_an_aggregate_group(sp
     text = "SELECT AVG(value) AS avg FROM Readings [RANGE 1 minute]"  # snapped up to the policy's 2 minutes
     store = sqlite_url(tmp_path / "store.db")
     server = AuthorizationServer(store)
-    server.register([own(u, text) for u in USERS], STATISTICS)
-    for user in USERS:
-        server.open_own(own_id(user, "q1"), user)
+    register_own(server, {u: text for u in USERS}, STATISTICS)
     folder = tmp_path / "in" / "Readings"
     write(folder, "a.jsonl", readings(0, 400))
     rt = NetworkRuntime(spark, store, {"Readings": str(folder)}, tmp_path / "out", tmp_path / "cp",
