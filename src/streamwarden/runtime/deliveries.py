@@ -72,7 +72,9 @@ def record_delivery(folder: str | os.PathLike[str], batch: str, rows: int) -> No
     replays after a crash is already logged. Called by the network's terminal switch only, one
     thread per query and user, after the batch's rows are in place."""
     log = Path(folder) / LOG
-    entries, intact = _read_log(log)
+    # Spark replays only its latest micro-batch, so a batch logged already is among the last
+    # entries: the log's tail is read, not the whole run's log at every delivery.
+    entries, intact = _read_log(log, tail=TAIL_BYTES)
     if any(e.batch == batch for e in entries):
         return
     if not intact:  # a crash cut the last line: keep the whole lines only
@@ -149,14 +151,26 @@ def _batch_lines(batch: Path) -> list[str] | None:
     return lines
 
 
-def _read_log(log: Path) -> tuple[list[Delivery], bool]:
-    """The whole lines of a delivery log, and whether the file ends with one."""
+#: How much of a delivery log's end :func:`record_delivery` reads (about a thousand entries).
+TAIL_BYTES = 64 * 1024
+
+
+def _read_log(log: Path, *, tail: int | None = None) -> tuple[list[Delivery], bool]:
+    """The whole lines of a delivery log (``tail``: of its last ``tail`` bytes only), and whether
+    the file ends with one."""
     try:
-        data = log.read_bytes()
+        with open(log, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            start = max(0, size - tail) if tail is not None else 0
+            handle.seek(start)
+            data = handle.read()
     except FileNotFoundError:
         return [], True
+    lines = data.split(b"\n")[:-1]  # the part after the last LF is unfinished
+    if start > 0 and lines:
+        lines = lines[1:]  # the first line read may have begun before the tail
     entries = []
-    for raw in data.split(b"\n")[:-1]:  # the part after the last LF is unfinished
+    for raw in lines:
         try:
             record = json.loads(raw)
             entries.append(Delivery(str(record["batch"]), int(record["rows"])))
