@@ -1,12 +1,13 @@
-"""record_delivery logs a batch once, reading only the log's tail: the cost of a delivery does
-not grow with the length of the run, and a replayed batch (Spark replays its latest) is not
-logged twice."""
+"""record_delivery and deliver_once log a batch once, reading only the log's tail: the cost of a
+delivery does not grow with the length of the run, and a replayed batch (Spark replays its
+latest) is not logged twice, nor its rows placed under a second name."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
-from streamwarden.runtime.deliveries import LOG, TAIL_BYTES, deliveries, record_delivery
+from streamwarden.runtime.deliveries import LOG, TAIL_BYTES, deliver_once, deliveries, read_rows, record_delivery
 
 
 def test_a_replayed_batch_is_logged_once_however_long_the_log(tmp_path: Path) -> None:
@@ -19,3 +20,51 @@ def test_a_replayed_batch_is_logged_once_however_long_the_log(tmp_path: Path) ->
     record_delivery(tmp_path, "b99999999", 3)
     logged = deliveries(tmp_path)
     assert len(logged) == entries + 1 and logged[-1].batch == "b99999999" and logged[-1].rows == 3
+
+
+def _put(folder: Path, rows: int):  # type: ignore[no-untyped-def]
+    def place(name: str) -> None:
+        (folder / name).mkdir()
+        (folder / name / "part-00000.txt").write_text("".join(f'{{"i": {i}}}\n' for i in range(rows)))
+    return place
+
+
+def test_a_group_delivery_is_named_by_the_users_own_cursor_and_made_once(tmp_path: Path) -> None:
+    assert deliver_once(tmp_path, "q1:live-0", 2, "batch=f-g", _put(tmp_path, 2))
+    assert deliver_once(tmp_path, "q1:live-3", 1, "batch=f-g", _put(tmp_path, 1))
+    assert not deliver_once(tmp_path, "q1:live-3", 1, "batch=f-g", _put(tmp_path, 1))  # Spark runs it again
+    logged = deliveries(tmp_path)
+    # the names count her rows (0, then 2), not the group's micro-batches (0, then 3): gaps would
+    # tell her how many batches brought rows she may not see
+    assert [(d.batch, d.rows, d.end, d.key) for d in logged] == [
+        ("batch=f-g000000000000000", 2, 2, "q1:live-0"), ("batch=f-g000000000000002", 1, 3, "q1:live-3")]
+    assert read_rows(tmp_path, after=0, limit=10).next == 3
+
+
+def test_a_delivery_cut_short_by_a_crash_is_made_again_under_the_same_name(tmp_path: Path) -> None:
+    deliver_once(tmp_path, "q1:live-0", 2, "batch=f-g", _put(tmp_path, 2))
+    crashed = tmp_path / "batch=f-g000000000000002"
+    crashed.mkdir()  # the rows were placed, then the process died before the log line
+    with (tmp_path / LOG).open("a") as log:
+        log.write('{"batch": "batch=f-g0000000')  # and a line was cut
+    placed: list[str] = []
+    put = _put(tmp_path, 4)
+
+    def again(name: str) -> None:
+        placed.append(name)
+        shutil.rmtree(tmp_path / name, ignore_errors=True)
+        put(name)
+
+    assert deliver_once(tmp_path, "q1:live-1", 4, "batch=f-g", again)
+    assert placed == ["batch=f-g000000000000002"]
+    assert [(d.batch, d.end) for d in deliveries(tmp_path)] == [("batch=f-g000000000000000", 2),
+                                                                ("batch=f-g000000000000002", 6)]
+
+
+def test_a_log_an_earlier_version_wrote_without_cursors_still_counts(tmp_path: Path) -> None:
+    (tmp_path / LOG).write_text('{"batch": "batch=a-0000000000", "rows": 5}\n'
+                                '{"batch": "batch=a-0000000001", "rows": 2}\n')
+    deliver_once(tmp_path, "k", 1, "batch=f-g", _put(tmp_path, 1))
+    assert deliveries(tmp_path)[-1].batch == "batch=f-g000000000000007"
+    record_delivery(tmp_path, "batch=b-1", 3)
+    assert deliveries(tmp_path)[-1].end == 11

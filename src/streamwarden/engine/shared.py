@@ -23,7 +23,6 @@ join on the member table. Members join and leave without touching that state.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -172,27 +171,6 @@ def _with_members(batch: DataFrame, template: Template, members: Sequence[Member
     return batch.join(table, condition, "inner")
 
 
-#: The partition column of :func:`write_per_recipient`: a recipient's rows are in ``folder/_to=<r>``.
-TO = "_to"
-
-
-def write_per_recipient(rows: DataFrame, periods: Sequence[tuple[int, int, datetime, datetime | None]],
-                        folder: Path, *, ordered: bool = False) -> None:
-    """Each recipient's rows into ``folder/_to=<r>``, in one partitioned write: ``periods`` lists
-    ``(r, member, from, until)``, and recipient ``r`` receives the rows of ``member`` (rows as
-    :func:`shared_rows` gives them) whose event time is in ``[from, until)`` (``until`` None:
-    open). ``ordered``: each recipient's rows in one file, by event time, then by text."""
-    schema = StructType([StructField("_r", LongType()), StructField("_m", LongType()),
-                         StructField("_from", TimestampType()), StructField("_until", TimestampType())])
-    table = F.broadcast(rows.sparkSession.createDataFrame(list(periods), schema))
-    matched = rows.join(table, (rows[MEMBER] == table["_m"]) & (rows[EVENT] >= table["_from"])
-                        & (table["_until"].isNull() | (rows[EVENT] < table["_until"])), "inner")
-    out = matched.select(F.col("_r").alias(TO), F.col(EVENT), F.col(ROW))
-    if ordered:  # one task per recipient, sorted: the writer's own sort by TO is then already done
-        out = out.repartition(TO).sortWithinPartitions(TO, EVENT, ROW)
-    out.select(TO, ROW).write.mode("overwrite").partitionBy(TO).text(str(folder))
-
-
 def member_table(spark: Any, template: Template, members: Sequence[Member]) -> DataFrame:
     """The members' constants, one row each (broadcast: a few thousand rows at most)."""
     schema = StructType([StructField(MEMBER, LongType()), StructField(GRAPH_OF_MEMBER, StringType()),
@@ -205,5 +183,5 @@ SPARK_TYPE_OF: dict[str, DataType] = {
     "timestamp": TimestampType(), "int": IntegerType(), "long": LongType(), "double": DoubleType(),
     "string": StringType(), "boolean": BooleanType()}
 
-__all__ = ["Member", "ROW", "TO", "SharedAggregate", "group_rows", "key_column", "member_table", "shared_input",
-           "shared_rows", "write_per_recipient"]
+__all__ = ["Member", "ROW", "SharedAggregate", "group_rows", "key_column", "member_table", "shared_input",
+           "shared_rows"]

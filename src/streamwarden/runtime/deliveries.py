@@ -2,10 +2,14 @@
 
 A running network moves every micro-batch's rows for a user into a folder of its own,
 ``DIR/<user>/<query>/batch=<fingerprint>-<N>/`` (N: the user's own sequence of batches
-with rows, so the names count nothing she did not receive), then appends one line to that
-query's delivery log ``_delivered.jsonl``::
+with rows, or for a group's deliveries ``g`` and the cursor before the batch: either way the
+names count nothing she did not receive), then appends one line to that query's delivery
+log ``_delivered.jsonl``::
 
-    {"batch": "batch=3fa2b0c91d2e-0000000007", "rows": 12}
+    {"batch": "batch=3fa2b0c91d2e-0000000007", "rows": 12, "end": 40}
+
+(``end``: the cursor after the batch; a group's deliveries also name their ``key``, the
+micro-batch that made them, so that a batch Spark runs again is recognised.)
 
 The log is the delivery order. A row's *cursor* is the number of rows delivered before
 and including it: ``after=N`` resumes after the N-th row. Cursors stay valid across a
@@ -31,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +56,8 @@ class Delivery:
 
     batch: str
     rows: int
+    end: int | None = None  # the cursor after it (logs of earlier versions: absent)
+    key: str | None = None  # what made it, for a group's deliveries (``live-7`` of a group)
 
 
 @dataclass(frozen=True)
@@ -77,15 +84,63 @@ def record_delivery(folder: str | os.PathLike[str], batch: str, rows: int) -> No
     entries, intact = _read_log(log, tail=TAIL_BYTES)
     if any(e.batch == batch for e in entries):
         return
+    _append(log, Delivery(batch, rows, _end(log, entries) + rows), intact)
+
+
+def deliver_once(folder: str | os.PathLike[str], key: str, rows: int, prefix: str,
+                 place: Callable[[str], None], *, sync: bool = True) -> bool:
+    """Deliver ``rows`` rows made by ``key`` into ``folder`` once: unless a delivery of ``key`` is
+    logged already (Spark runs its latest micro-batch again after a crash), the batch is named
+    ``prefix`` and the cursor before it (a name counts only rows the user received), ``place``
+    puts the rows in that folder, and the log records it. True when delivered now.
+
+    One read of the log's tail and one append: the per-user cost of a group's micro-batch.
+    ``sync=False`` leaves the log's flush to the caller (a group flushes the file system once
+    for all its recipients, instead of once each: each flush commits the file system's journal).
+
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> put = lambda name: (folder / name).mkdir()
+        >>> deliver_once(folder, "live-3", 2, "batch=g-", put), deliver_once(folder, "live-3", 2, "batch=g-", put)
+        (True, False)
+        >>> [(d.batch, d.end) for d in deliveries(folder)]
+        [('batch=g-000000000000000', 2)]
+    """
+    log = Path(folder) / LOG
+    entries, intact = _read_log(log, tail=TAIL_BYTES)
+    if any(e.key == key for e in entries):
+        return False
+    before = _end(log, entries)
+    name = f"{prefix}{before:015d}"
+    place(name)
+    _append(log, Delivery(name, rows, before + rows, key), intact, sync=sync)
+    return True
+
+
+def _end(log: Path, tail: list[Delivery]) -> int:
+    """The cursor at the log's end: the last entry's ``end``, or (a log an earlier version
+    wrote) the sum of every entry's rows."""
+    if tail and tail[-1].end is not None:
+        return tail[-1].end
+    return sum(e.rows for e in _read_log(log)[0])
+
+
+def _append(log: Path, entry: Delivery, intact: bool, *, sync: bool = True) -> None:
     if not intact:  # a crash cut the last line: keep the whole lines only
         with open(log, "r+b") as handle:
             data = handle.read()
             handle.truncate(data.rfind(b"\n") + 1)
-    line = json.dumps({"batch": batch, "rows": rows}) + "\n"
+    record: dict[str, str | int] = {"batch": entry.batch, "rows": entry.rows}
+    if entry.end is not None:
+        record["end"] = entry.end
+    if entry.key is not None:
+        record["key"] = entry.key
+    line = json.dumps(record) + "\n"
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), PRIVATE_FILE)
     try:
         os.write(fd, line.encode("utf-8"))  # one write of one short line: whole, or cut and repaired above
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -173,10 +228,13 @@ def _read_log(log: Path, *, tail: int | None = None) -> tuple[list[Delivery], bo
     for raw in lines:
         try:
             record = json.loads(raw)
-            entries.append(Delivery(str(record["batch"]), int(record["rows"])))
-        except (ValueError, KeyError, TypeError):
+            end, key = record.get("end"), record.get("key")
+            entries.append(Delivery(str(record["batch"]), int(record["rows"]), None if end is None else int(end),
+                                    None if key is None else str(key)))
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue
     return entries, data.endswith(b"\n") or not data
 
 
-__all__ = ["LOG", "MAX_CURSOR", "Delivery", "Page", "deliveries", "delivered", "read_rows", "record_delivery"]
+__all__ = ["LOG", "MAX_CURSOR", "Delivery", "Page", "deliver_once", "deliveries", "delivered", "read_rows",
+           "record_delivery"]

@@ -16,7 +16,8 @@ of a group: its graphs are reduced to query templates and constants
 
 The members' rows then go through the same terminal switch as a pipeline of its own — who
 receives which event times, decided once per micro-batch and recorded before anything is
-written — in one partitioned write for the whole group, numbered per user.
+written — in one write for the whole group (:mod:`streamwarden.engine.fanout`), each user's
+batch then logged once under the key of the group's micro-batch, named by her own cursor.
 
 **Members come and go without a restart.** The group reads its members at every
 micro-batch. One that joins a running group at micro-batch N first receives what the
@@ -45,6 +46,7 @@ import json
 import os
 import shutil
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -59,15 +61,14 @@ from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import access_periods
 from streamwarden.engine.columns import MEMBER
 from streamwarden.engine.compiler import EVENT
-from streamwarden.engine.execute import iso_timestamp
-from streamwarden.engine.shared import (ROW, TO, Member, SharedAggregate, group_rows, shared_input,
-                                       write_per_recipient)
+from streamwarden.engine.fanout import IO_THREADS, PART, write_per_recipient
+from streamwarden.engine.shared import ROW, Member, SharedAggregate, group_rows, shared_input
 from streamwarden.engine.sinks import committed_batches, start_writer, stream_writer
 from streamwarden.language.expressions import parse_timestamp
-from streamwarden.names import make_private, private_dir, safe_path
+from streamwarden.names import PRIVATE_DIR, private_dir, safe_path
 from streamwarden.plan.hashing import stable_text
 from streamwarden.plan.templates import Template, parameterize, why_not
-from streamwarden.runtime.deliveries import record_delivery
+from streamwarden.runtime.deliveries import deliver_once
 from streamwarden.runtime.plan import Pipeline
 from streamwarden.runtime.quarantine import QuarantineLog
 from streamwarden.security.rewrite.algorithm import Rewriting
@@ -187,6 +188,12 @@ class StreamGroup:
                                available_now=runtime.available_now, query_name=self.name, each_batch=self._batch)
         self.query = start_writer(writer, runtime.spark)
 
+    def _spark_id(self) -> str:
+        """The id of the group's Spark query, which its checkpoint keeps (a new checkpoint: a new
+        id, so a delivery of its micro-batch 0 is never taken for an older one's)."""
+        metadata = json.loads((self.checkpoint / "spark" / "metadata").read_text(encoding="utf-8"))
+        return str(metadata["id"])
+
     def stop(self) -> None:
         if self.query is not None:
             try:
@@ -213,24 +220,25 @@ class StreamGroup:
                 return
             rows = rows.persist()
             try:
-                stats = {r[MEMBER]: (r["latest"], r["rows"]) for r in rows.groupBy(MEMBER).agg(
-                    iso_timestamp(F.max(EVENT)).alias("latest"), F.count(F.lit(1)).alias("rows")).collect()}
-                delivered = self._deliver(rows, decision, hosted, f"live-{batch_id}")
+                delivered, emitted = self._deliver(rows, decision, hosted, f"live-{batch_id}")
             finally:
                 rows.unpersist()
         finally:
             if self.aggregate is not None:
                 batch.unpersist()
+        latest: list[tuple["_Running", datetime]] = []
         for index, name in enumerate(decision["members"]):
             if name not in hosted:
                 continue
             running = hosted[name][0]
-            latest, emitted_rows = stats.get(index, (None, 0))
+            emitted_rows, at = emitted.get(index, (0, None))
             for user in running.pipeline.users:
                 running.withheld[user] = running.withheld.get(user, 0) + emitted_rows - delivered.get((index, user), 0)
-            if latest is not None:
-                self.runtime._emitted(running, parse_timestamp(latest))
+            if at is not None:
+                latest.append((running, parse_timestamp(at)))
             running.batches += 1
+        with ThreadPoolExecutor(max_workers=IO_THREADS) as pool:  # a file in each member's checkpoint
+            list(pool.map(lambda m: self.runtime._emitted(*m), latest))
         joiners = {index: name for index, name in enumerate(decision["members"])  # joined now: what came before
                    if name in hosted and (decision["joined"].get(name) or {}).get("batch") == batch_id}
         if joiners and batch_id > 0:
@@ -288,44 +296,52 @@ class StreamGroup:
         return decision
 
     def _deliver(self, rows: DataFrame, decision: dict[str, Any], hosted: dict[str, tuple["_Running", Hosting]],
-                 key: str) -> dict[tuple[int, str], int]:
-        """Each recipient's rows of ``rows`` into their folder, in one partitioned write: the
-        delivered count per (member, user)."""
+                 key: str) -> tuple[dict[tuple[int, str], int], dict[int, tuple[int, str]]]:
+        """Each recipient's rows of ``rows`` into their folder, in one fan-out (``rows`` is
+        persisted): the delivered count per (member, user), and what each member emitted (its
+        rows and latest event time)."""
         runtime = self.runtime
         identities = runtime.store.incarnations()
         recipients = [(r, index, user, periods) for r, (index, user, periods, identity)
                       in enumerate(decision["recipients"])
                       if decision["members"][index] in hosted
                       and identities.get(user) == identity]  # a user declared again since: not hers
-        if not recipients:
-            return {}
         table = [(r, index, parse_timestamp(a), None if b is None else parse_timestamp(b))
                  for r, index, _, periods in recipients for a, b in periods]
-        staging = runtime.root / ".staging" / f"{self.name}-{key}"
-        write_per_recipient(rows, table, staging)
+        scratch = runtime.root / ".staging" / f"{self.name}-{key}"
+        made = f"{self._spark_id()}:{key}"  # this micro-batch of this group's Spark query, whatever its members
+        with write_per_recipient(rows, table, scratch, emitted=True) as fanned:
+            deliveries: list[tuple[int, int, str, Path, str]] = []
+            for r, index, user, _ in recipients:
+                if r not in fanned.received:
+                    continue
+                pipeline = hosted[decision["members"][index]][0].pipeline
+                folder = safe_path(runtime.output, user, pipeline.query.id)
+                if not folder.is_dir():  # made private once, not at every batch
+                    runtime._user_folder(user)
+                    private_dir(folder)
+                deliveries.append((r, index, user, folder, f"batch={pipeline.fingerprint[:12]}-g"))
+
+            def deliver(r: int, folder: Path, prefix: str) -> None:
+                def place(name: str) -> None:
+                    target = folder / name
+                    shutil.rmtree(target, ignore_errors=True)  # a retried batch's first attempt
+                    os.mkdir(target, PRIVATE_DIR)
+                    fanned.copy(r, target / PART)
+
+                deliver_once(folder, made, fanned.received[r], prefix, place, sync=False)
+
+            # each recipient's folder and log are hers alone: written side by side (file-system latency)
+            with ThreadPoolExecutor(max_workers=IO_THREADS) as pool:
+                list(pool.map(lambda d: deliver(d[0], d[3], d[4]), deliveries))
+        if deliveries:
+            os.sync()  # every log durable before Spark commits the batch: one flush, not one per recipient
         delivered: dict[tuple[int, str], int] = {}
-        for r, index, user, _ in recipients:
-            part = staging / f"{TO}={r}"
-            if not part.is_dir():
-                continue
-            count = sum(p.read_bytes().count(b"\n") for p in part.iterdir() if p.name.startswith("part-"))
-            if not count:
-                continue
+        for r, index, user, _, _ in deliveries:
             running = hosted[decision["members"][index]][0]
-            pipeline = running.pipeline
-            number = _Numbers(running.checkpoint / "numbers" / f"{user}.group.json").number(key)
-            name = f"batch={pipeline.fingerprint[:12]}-g{number:010d}"
-            target = safe_path(runtime.output, user, pipeline.query.id, name)
-            shutil.rmtree(target, ignore_errors=True)  # a retried batch's first attempt
-            runtime._user_folder(user)
-            private_dir(target.parent)
-            make_private(part)
-            shutil.move(str(part), str(target))
-            record_delivery(target.parent, name, count)
-            running.rows[user] = running.rows.get(user, 0) + count
-            delivered[(index, user)] = count
-        shutil.rmtree(staging, ignore_errors=True)
-        return delivered
+            running.rows[user] = running.rows.get(user, 0) + fanned.received[r]
+            delivered[(index, user)] = fanned.received[r]
+        return delivered, fanned.emitted
 
     def _backfill(self, joiners: dict[int, tuple["_Running", Hosting]], decision: dict[str, Any], batch_id: int,
                   spark: Any) -> None:
@@ -368,10 +384,9 @@ class StreamGroup:
             rows = rows.persist()
             try:
                 named = {decision["members"][i]: member for i, member in joiners.items()}
-                self._deliver(rows, decision, named, f"backfill-{batch_id}")
-                for r in rows.groupBy(MEMBER).agg(iso_timestamp(F.max(EVENT)).alias("latest")).collect():
-                    if r["latest"] is not None:
-                        runtime._emitted(joiners[r[MEMBER]][0], parse_timestamp(r["latest"]))
+                _, emitted = self._deliver(rows, decision, named, f"backfill-{batch_id}")
+                for index, (_, latest) in emitted.items():
+                    runtime._emitted(joiners[index][0], parse_timestamp(latest))
             finally:
                 rows.unpersist()
         finally:
@@ -388,28 +403,6 @@ class StreamGroup:
         watermark_ms = _batch_watermark_ms(self.checkpoint / "spark", batch_id - 1)
         return datetime.fromtimestamp(0, timezone.utc) + timedelta(milliseconds=watermark_ms,
                                                                    seconds=-max(0.0, slide - size))
-
-
-class _Numbers:
-    """A user's folder numbers for one pipeline's group deliveries: 0, 1, 2, ... in order of
-    first delivery, the same for a delivery made again after a crash (its key: ``live-N`` or
-    ``backfill-N``), so a folder's name never counts what she did not receive."""
-
-    KEPT = 64  # keys remembered: Spark replays only its latest batch
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def number(self, key: str) -> int:
-        record = _read_json(self.path) or {"next": 0, "assigned": {}}
-        if key in record["assigned"]:
-            return int(record["assigned"][key])
-        number = int(record["next"])
-        assigned = dict(list(record["assigned"].items())[-(self.KEPT - 1):])
-        assigned[key] = number
-        private_dir(self.path.parent)
-        _write_json(self.path, {"next": number + 1, "assigned": assigned})
-        return number
 
 
 def _processed_files(checkpoint: Path, *, before: int) -> list[str]:

@@ -21,7 +21,6 @@ one partitioned write; the rest runs a job per distinct set of authorized graphs
 from __future__ import annotations
 
 import itertools
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -34,7 +33,8 @@ from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import AccessChange, Period, RegisteredQuery, grant_intervals
 from streamwarden.engine.compiler import EVENT
 from streamwarden.engine.execute import Job, build_job, earliest_result_time, input_errors
-from streamwarden.engine.shared import ROW, TO, Member, group_rows, shared_input, write_per_recipient
+from streamwarden.engine.fanout import FannedOut, write_per_recipient
+from streamwarden.engine.shared import ROW, Member, group_rows, shared_input
 from streamwarden.engine.sinks import write_lines
 from streamwarden.names import check_name, private_dir, safe_path
 from streamwarden.plan.nodes import Node, sources
@@ -130,21 +130,17 @@ class _SharedReplay:
         written: dict[tuple[str, str], int] = {}
         for name, group in self.groups.items():
             place = group.place
-            staging = output / f".staging-{name}"
+            scratch = output / f".staging-{name}"
             with input_errors():
                 relation = shared_input(spark, self.catalog, place.reading, self.inputs[place.stream], tag="",
                                         streaming=False, on_broken="fail")
                 rows = self._rows(relation, group, self.catalog.lattice)
                 periods = [(r, recipient.member, start, end) for r, recipient in enumerate(group.recipients)
                            for start, end in recipient.periods]
-                write_per_recipient(rows, periods, staging, ordered=True)
-            try:
+                fanned = write_per_recipient(rows, periods, scratch)
+            with fanned:
                 for r, recipient in enumerate(group.recipients):
-                    part = staging / f"{TO}={r}"
-                    files = sorted(p for p in part.iterdir() if p.name.startswith("part-")) if part.is_dir() else []
-                    written[recipient.pair] = write_lines(_lines(files), recipient.target)
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
+                    written[recipient.pair] = _place(fanned, r, recipient.target)
         return written
 
     @staticmethod
@@ -156,11 +152,18 @@ class _SharedReplay:
         return rows
 
 
-def _lines(files: Sequence[Path]) -> Iterator[str]:
-    for path in files:
-        with path.open(encoding="utf-8") as handle:
-            for line in handle:
-                yield line.rstrip("\n")
+def _place(fanned: FannedOut, recipient: int, target: Path) -> int:
+    """Recipient's rows as the file ``target`` (made whole, then renamed: a failed replay never
+    leaves half a result); how many."""
+    private_dir(target.parent)
+    partial = target.with_name(target.name + ".partial")
+    partial.unlink(missing_ok=True)
+    if recipient in fanned.received:
+        fanned.copy(recipient, partial)
+    else:
+        write_lines((), partial)
+    partial.replace(target)
+    return fanned.received.get(recipient, 0)
 
 
 def event_ordered_lines(frame: DataFrame) -> Iterator[str]:
