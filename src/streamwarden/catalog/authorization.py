@@ -156,7 +156,10 @@ class AuthorizationServer:
         added: list[dict[str, object]] = []
         with self.store.engine.begin() as conn:
             c = _registered.c
-            known = {row.id: row for row in conn.execute(select(c.id, c.query, c.level, c.owner, c.rid))}
+            known_rows = select(c.id, c.query, c.level, c.owner, c.rid)
+            if len(queries) <= 100:  # a registration over HTTP: its own rows, not every query's
+                known_rows = known_rows.where(c.id.in_([q.id for q in queries]))
+            known = {row.id: row for row in conn.execute(known_rows)}
             for q in queries:
                 values = dict(users=json.dumps(list(q.users)), query=q.query, level=q.level)
                 old = known.get(q.id)
@@ -206,6 +209,17 @@ class AuthorizationServer:
         with self.store.engine.connect() as conn:
             return {row.id: tuple(json.loads(row.users)) for row in conn.execute(select(_registered))}
 
+    def is_registered(self, query: str) -> bool:
+        """Whether ``query`` is registered, visible or not (an own query of an earlier identity
+        of its owner is registered, and hidden)."""
+        with self.store.engine.connect() as conn:
+            return conn.execute(select(_registered.c.id).where(_registered.c.id == query)).first() is not None
+
+    def owned_by(self, owner: str) -> tuple[RegisteredQuery, ...]:
+        """``owner``'s own registered queries (of her current identity): what a registration of
+        hers checks, without reading everyone's."""
+        return self._registrations(None, owner=owner)
+
     def registrations(self) -> tuple[RegisteredQuery, ...]:
         """The registered queries with their text and level, by id (a registration from a store
         that predates query texts has none: it is skipped, to be registered again; a user's own
@@ -217,14 +231,16 @@ class AuthorizationServer:
         found = self._registrations(query)
         return found[0] if found else None
 
-    def _registrations(self, query: str | None) -> tuple[RegisteredQuery, ...]:
-        """:meth:`registrations` (of ``query`` only, unless None). A network of 100,000 queries
-        reads them all whenever it replans: the columns it needs only, each distinct JSON list
-        decoded once (most are ``[]`` or one user)."""
+    def _registrations(self, query: str | None, *, owner: str | None = None) -> tuple[RegisteredQuery, ...]:
+        """:meth:`registrations` (of ``query`` only, unless None; of ``owner``'s own queries only,
+        unless None). A network of 100,000 queries reads them all whenever it replans: the
+        columns it needs only, each distinct JSON list decoded once (most are ``[]`` or one user)."""
         identities = self.store.incarnations()
         c = _registered.c
         found = select(c.id, c.users, c.query, c.level, c.owner, c.opens, c.rid, c.owner_incarnation)
         found = found.order_by(c.id) if query is None else found.where(c.id == query)
+        if owner is not None:
+            found = found.where(c.owner == owner)
         with self.store.engine.connect() as conn:
             rows = conn.execute(found).all()
         decoded: dict[str, tuple[str, ...]] = {}

@@ -326,7 +326,14 @@ class CatalogStore:
 
     def incarnations(self) -> dict[str, str]:
         """Each declared user's incarnation (see the module docstring). A store written before
-        incarnations existed gets them on first read, for the users its catalog declares."""
+        incarnations existed gets them on first read, for the users its catalog declares.
+        (Every micro-batch and registration asks: read without the times :meth:`identities` converts.)"""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(_sources.c.name, _sources.c.text)).first()
+            users = frozenset(_parsed(row.text, row.name).users) if row is not None else frozenset()
+            known = {r.user: r.incarnation for r in conn.execute(select(_identities.c.user, _identities.c.incarnation))}
+        if users <= set(known):
+            return {user: known[user] for user in users}
         return {user: identity for user, (identity, _) in self.identities().items()}
 
     def identities(self) -> dict[str, tuple[str, datetime]]:

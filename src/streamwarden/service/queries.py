@@ -105,13 +105,15 @@ class QueryBook:
         if name_problem("query id", public) is None and (owner is None or name_problem("user", owner) is None):
             if owner is not None and owner != caller.name and not caller.admin:
                 raise not_found(f"you have no query {public[:64]!r}")
+            # the two rows it could be, not every query (each GET of rows asks)
             wanted = owner if owner is not None else caller.name
-            candidates = [e for e in self.visible(caller) if e.id == public and e.owner in (wanted, None)]
-            candidates.sort(key=lambda e: e.owner is None)  # an own query before a shared one
-            if owner is not None and owner != caller.name:
-                candidates = [e for e in candidates if e.owner == owner]
-            if candidates:
-                return candidates[0]
+            mine = self.server.registration(own_id(wanted, public))
+            if mine is not None and mine.owner == wanted and parse_own_id(mine.id) == (wanted, public):
+                return Entry(public, mine.id, wanted, mine)  # an own query before a shared one
+            if owner is None or owner == caller.name:
+                shared = self.server.registration(public)
+                if shared is not None and shared.owner is None and (caller.admin or caller.name in shared.users):
+                    return Entry(public, public, None, shared)
         raise not_found(f"you have no query {public[:64]!r}" + (f" of {owner}" if owner and caller.admin else ""))
 
     def for_user(self, public: str, user: str) -> Entry:
@@ -124,7 +126,7 @@ class QueryBook:
                     catalog: Catalog) -> tuple[Entry, Rewriting]:
         """The caller's query ``public`` secured for her (see the module docstring), not stored yet."""
         _check_id(public)
-        self._check_room(caller.name)  # before compiling anything
+        self._check_room(caller.name, self._own(caller.name))  # before compiling anything
         internal = own_id(caller.name, public)
         if len(internal) > MAX_NAME_LENGTH:
             raise ApiError(422, f"the query id {public!r} is too long for user {caller.name} (the user name and "
@@ -139,20 +141,28 @@ class QueryBook:
         removed first: ``settle`` applies the store to the running network, so that no pipeline
         of the old one still writes when its folders go."""
         assert entry.owner is not None
-        with _registering:
-            if any(e.id == entry.id for e in self.visible(Principal("user", entry.owner))):
+        with _registering:  # what it reads here is the owner's own rows, not every query's (1,000 register at once)
+            mine = self._own(entry.owner)
+            shared = self.server.registration(entry.id)
+            if any(e.id == entry.id for e in mine) or (
+                    shared is not None and shared.owner is None and entry.owner in shared.users):
                 raise ApiError(409, f"you already have a query {entry.id!r}")
-            self._check_room(entry.owner)
-            if entry.internal in self.server.registered():  # hidden: made by an earlier identity of this user
+            self._check_room(entry.owner, mine)
+            if self.server.is_registered(entry.internal):  # hidden: made by an earlier identity of this user
                 self.server.unregister(entry.internal)
                 settle()
             self.forget(entry, checkpoint_root)
             self.server.register([entry.registered])
             self.server.open_own(entry.internal, entry.owner)
 
-    def _check_room(self, user: str) -> None:
+    def _own(self, user: str) -> list[Entry]:
+        """``user``'s own queries, as :meth:`visible` lists them for her."""
+        return [Entry(public[1], q.id, user, q) for q in self.server.owned_by(user)
+                if (public := parse_own_id(q.id)) is not None and public[0] == user]
+
+    def _check_room(self, user: str, own_queries: list[Entry]) -> None:
         """422 when ``user`` already has :data:`MAX_OWN_QUERIES` own queries."""
-        own = sum(1 for e in self.visible(Principal("user", user)) if e.owner == user)
+        own = len(own_queries)
         if own >= MAX_OWN_QUERIES:
             raise ApiError(422, f"you have {own} queries, the most one user may register: delete one first", field="id")
 
