@@ -357,3 +357,40 @@ def test_aggregate_only_privileges_hold_for_each_member_of_an_aggregate_group(sp
         assert got == Counter(json.dumps(r, sort_keys=True) for r in want), user
         windows = [json.loads(r) for r in got]
         assert windows and all(int(w["window_end"][14:16]) % 2 == 0 for w in windows)  # on the policy's grid
+
+
+def test_a_member_whose_plan_spark_refuses_fails_alone_and_tells_no_secret(spark, tmp_path, monkeypatch) -> None:
+    """One member's template no longer compiles (as after a catalog change under it): its members
+    fail, each reported as its own, without Spark's words (they may name what policies hide),
+    and the group's other members receive every row as before."""
+    from streamwarden.engine import shared
+    from streamwarden.runtime.network import read_status
+
+    store = sqlite_url(tmp_path / "store.db")
+    server = AuthorizationServer(store)
+    odd = "u5"  # of another template than the others
+    texts = {u: query(u) for u in USERS if u != odd} | {odd: "SELECT sensor FROM Readings WHERE sensor < 30"}
+    register_own(server, texts, CATALOG)
+    original = shared.template_rows
+
+    def refused(batch, template, members, lattice=None):  # type: ignore[no-untyped-def]
+        if "op='<'" in template.key:  # the odd one's: sensor < ?
+            raise RuntimeError("[UNRESOLVED_COLUMN] A column `secret_diagnosis` cannot be resolved")
+        return original(batch, template, members, lattice)
+
+    monkeypatch.setattr(shared, "template_rows", refused)
+    write(tmp_path / "in" / "Readings", "a.jsonl", readings(0, 200))
+    rt = NetworkRuntime(spark, store, {"Readings": str(tmp_path / "in" / "Readings")}, tmp_path / "out",
+                        tmp_path / "cp").start(available_now=True)
+    try:
+        rt.await_termination()
+        assert list(rt.failures()) == [next(n for n, r in rt.running.items() if r.pipeline.users == (odd,))]
+        rt.poll()
+    finally:
+        rt.stop()
+    status = read_status(tmp_path / "out", odd, own_id(odd, "q1"))
+    assert status["receiving"] is False and "no longer compiles" in status["reason"]
+    assert "secret" not in json.dumps(status)
+    for user in USERS:
+        if user != odd:
+            assert received(spark, tmp_path, user) == expected(spark, tmp_path, user), user

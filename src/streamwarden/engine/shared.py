@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -121,20 +121,27 @@ class SharedAggregate:
         return joined.select(F.col(EVENT), F.col(MEMBER), F.to_json(F.struct(*payload)).alias(ROW))
 
 
+#: What a group does with a template its members' rows cannot be built by: told the template,
+#: its members and why, the other templates go on.
+OnTemplateFailure = Callable[[Template, Sequence[Member], Exception], None]
+
+
 def shared_rows(batch: DataFrame, templates: Mapping[str, tuple[Template, Sequence[Member]]],
-                lattice: Lattice | None = None) -> DataFrame | None:
+                lattice: Lattice | None = None, *, on_failure: OnTemplateFailure | None = None) -> DataFrame | None:
     """Every member's rows of ``batch`` (the stream's tuples in physical names): ``_event``,
-    ``__carry_member`` and ``_row`` (None when no template has a member)."""
+    ``__carry_member`` and ``_row`` (None when no template has a member). A template whose
+    plan Spark refuses raises, unless ``on_failure`` takes it: then its members get no rows
+    and the others theirs."""
     outputs = []
     for template, members in templates.values():
         if not members:
             continue
-        joined = _with_members(batch, template, members)
-        frame = compile_graph(template.root, Inputs({template.stream: joined}, lattice=lattice, event_time=True))
-        graph = AuthorizedGraph("shared", template.root, "shared", ())
-        out = output_frame(graph, frame, lattice)
-        payload = [F.col(f"`{c}`") for c in out.columns if c != EVENT and not c.startswith(CARRIED)]
-        outputs.append(out.select(F.col(EVENT), F.col(MEMBER), F.to_json(F.struct(*payload)).alias(ROW)))
+        try:
+            outputs.append(template_rows(batch, template, members, lattice))
+        except Exception as exc:  # noqa: BLE001 - whatever Spark or the compiler raised: this template only
+            if on_failure is None:
+                raise
+            on_failure(template, members, exc)
     if not outputs:
         return None
     result = outputs[0]
@@ -143,8 +150,19 @@ def shared_rows(batch: DataFrame, templates: Mapping[str, tuple[Template, Sequen
     return result
 
 
+def template_rows(batch: DataFrame, template: Template, members: Sequence[Member],
+                  lattice: Lattice | None = None) -> DataFrame:
+    """One template's members' rows of ``batch`` (see :func:`shared_rows`), analysed by Spark."""
+    joined = _with_members(batch, template, members)
+    frame = compile_graph(template.root, Inputs({template.stream: joined}, lattice=lattice, event_time=True))
+    graph = AuthorizedGraph("shared", template.root, "shared", ())
+    out = output_frame(graph, frame, lattice)
+    payload = [F.col(f"`{c}`") for c in out.columns if c != EVENT and not c.startswith(CARRIED)]
+    return out.select(F.col(EVENT), F.col(MEMBER), F.to_json(F.struct(*payload)).alias(ROW))
+
+
 def group_rows(frame: DataFrame, members: Sequence[tuple[Template, Member]], aggregate: SharedAggregate | None,
-               lattice: Lattice | None = None) -> DataFrame | None:
+               lattice: Lattice | None = None, *, on_failure: OnTemplateFailure | None = None) -> DataFrame | None:
     """Each member's rows of a group's ``frame``: a tuple group's input evaluated once per
     template over its members, or an aggregate group's rows (:meth:`SharedAggregate.rows`)
     fanned out to the members of their keys. None when there is no member."""
@@ -155,7 +173,7 @@ def group_rows(frame: DataFrame, members: Sequence[tuple[Template, Member]], agg
     templates: dict[str, tuple[Template, list[Member]]] = {}
     for template, member in members:
         templates.setdefault(template.key, (template, []))[1].append(member)
-    return shared_rows(frame, templates, lattice)
+    return shared_rows(frame, templates, lattice, on_failure=on_failure)
 
 
 def _with_members(batch: DataFrame, template: Template, members: Sequence[Member]) -> DataFrame:
@@ -183,5 +201,5 @@ SPARK_TYPE_OF: dict[str, DataType] = {
     "timestamp": TimestampType(), "int": IntegerType(), "long": LongType(), "double": DoubleType(),
     "string": StringType(), "boolean": BooleanType()}
 
-__all__ = ["Member", "ROW", "SharedAggregate", "group_rows", "key_column", "member_table", "shared_input",
-           "shared_rows"]
+__all__ = ["Member", "OnTemplateFailure", "ROW", "SharedAggregate", "group_rows", "key_column", "member_table",
+           "shared_input", "shared_rows", "template_rows"]

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import threading
@@ -50,6 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
@@ -77,6 +79,7 @@ if TYPE_CHECKING:
     from streamwarden.runtime.network import NetworkRuntime, _Running
 
 GROUPS = ".groups"  # in the checkpoint root: one folder per group
+log = logging.getLogger("streamwarden.network")  # as the network's own: network run prints it, serve logs it
 
 
 @dataclass(frozen=True)
@@ -208,9 +211,9 @@ class StreamGroup:
         if not decision["members"]:
             batch.write.format("noop").mode("overwrite").save()
             return
-        with self._lock:
-            hosted = {name: self.members[name] for name in decision["members"] if name in self.members}
-        # gone since this batch was decided: not a member now (its first attempt's rows stay as they were)
+        with self._lock:  # gone since this batch was decided, or failed: not a member now
+            hosted = {name: self.members[name] for name in decision["members"]
+                      if name in self.members and self.members[name][0].failure is None}
         members = {index: hosted[name] for index, name in enumerate(decision["members"]) if name in hosted}
         if self.aggregate is not None:  # what the stateful aggregate emits is computed once, whoever reads it
             batch = batch.persist()
@@ -251,7 +254,20 @@ class StreamGroup:
         listed = [(template, Member(index, graph, template.values)) for index, (_, place) in members.items()
                   for graph, template in place.graphs]
         catalog = self.runtime.catalog
-        return group_rows(frame, listed, self.aggregate, catalog.lattice if catalog is not None else None)
+
+        def failed(template: Template, failing: Sequence[Member], exc: Exception) -> None:
+            """A template Spark no longer accepts (the catalog changed under it): its members fail,
+            each reported as its own, and the group's other members go on. The user is told that
+            it failed, not Spark's words, which may name what her policies hide; the log has them."""
+            for member in failing:
+                running = members[member.index][0]
+                if running.failure is None:
+                    running.failure = "its plan no longer compiles against the stream (the network's log says why)"
+                    log.error("%s: %s of %s failed: %s", self.name, member.graph, running.pipeline.name,
+                              _first_line(exc))
+
+        return group_rows(frame, listed, self.aggregate, catalog.lattice if catalog is not None else None,
+                          on_failure=failed)
 
     def _decide(self, batch_id: int) -> dict[str, Any]:
         """Who is a member and who receives which event times in micro-batch ``batch_id``: decided
@@ -449,6 +465,12 @@ def _after(periods: list[tuple[datetime, datetime | None]], after: datetime | No
     from streamwarden.runtime.network import _delivered_after
 
     return _delivered_after(periods, after)
+
+
+def _first_line(exc: BaseException) -> str:
+    from streamwarden.runtime.network import _first_line as first_line
+
+    return first_line(exc)
 
 
 def _iso(t: datetime | None) -> str | None:
