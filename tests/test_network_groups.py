@@ -137,6 +137,41 @@ def test_a_group_batch_run_again_after_a_crash_delivers_what_it_did(spark, tmp_p
         assert len(rows) == sum(logged[user]), user
 
 
+def test_a_group_batch_cut_short_halfway_through_its_users_delivers_each_once(spark, tmp_path, monkeypatch) -> None:
+    """The process dies after some users' rows are logged and before the others': Spark runs the
+    batch again, and each user has her rows exactly once (those logged are recognised by the
+    group's micro-batch key, the others delivered under the names they would have had)."""
+    from streamwarden.engine.sources import as_relation, read_input
+    from streamwarden.runtime import groups
+
+    store = sqlite_url(tmp_path / "store.db")
+    server = AuthorizationServer(store)
+    register_own(server, {u: query(u) for u in USERS}, CATALOG)
+    write(tmp_path / "in" / "Readings", "a.jsonl", readings(0, 400))
+    rt = NetworkRuntime(spark, store, {"Readings": str(tmp_path / "in" / "Readings")}, tmp_path / "out",
+                        tmp_path / "cp")
+    rt.poll(force=True)
+    rt.stop()
+    group = rt.groups["Readings"]
+    stream = CATALOG.streams["Readings"]
+    batch = as_relation(read_input(spark, stream, tmp_path / "in" / "Readings", streaming=False), stream, "Readings")
+    original, calls = groups.deliver_once, []
+
+    def dies_at_the_fourth(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args[0])
+        if len(calls) == 4:
+            raise OSError("the process died here")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(groups, "deliver_once", dies_at_the_fourth)
+    with pytest.raises(OSError):
+        group._batch(batch, 0)
+    monkeypatch.setattr(groups, "deliver_once", original)
+    group._batch(batch, 0)  # Spark runs it again
+    for user in USERS:
+        assert received(spark, tmp_path, user) == expected(spark, tmp_path, user), user
+
+
 AVERAGE = "SELECT AVG(value) AS avg, COUNT(value) AS n FROM Readings [RANGE 1 minute]"
 
 
