@@ -7,7 +7,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from streamwarden.runtime.deliveries import LOG, TAIL_BYTES, deliver_once, deliveries, read_rows, record_delivery
+from streamwarden.runtime.deliveries import (LOG, TAIL_BYTES, deliver_once, deliveries, flush, read_rows,
+                                           record_delivery)
 
 
 def test_a_replayed_batch_is_logged_once_however_long_the_log(tmp_path: Path) -> None:
@@ -68,3 +69,18 @@ def test_a_log_an_earlier_version_wrote_without_cursors_still_counts(tmp_path: P
     assert deliveries(tmp_path)[-1].batch == "batch=f-g000000000000007"
     record_delivery(tmp_path, "batch=b-1", 3)
     assert deliveries(tmp_path)[-1].end == 11
+
+
+def test_flush_makes_the_file_system_durable_in_one_call(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import streamwarden.runtime.deliveries as module
+
+    flush(tmp_path)  # syncfs where the system has it
+    synced: list[bool] = []
+    module._syncfs.cache_clear()
+    monkeypatch.setattr(module.ctypes, "CDLL", lambda *a, **k: object())  # a system without syncfs
+    monkeypatch.setattr(module.os, "sync", lambda: synced.append(True))
+    try:
+        flush(tmp_path)
+    finally:
+        module._syncfs.cache_clear()
+    assert synced == [True]

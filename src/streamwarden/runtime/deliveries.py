@@ -32,6 +32,8 @@ crash and a restart because nothing they count ever moves:
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import json
 import os
 import threading
@@ -115,6 +117,31 @@ def deliver_once(folder: str | os.PathLike[str], key: str, rows: int, prefix: st
     place(name)
     _append(log, Delivery(name, rows, before + rows, key), intact, sync=sync)
     return True
+
+
+def flush(folder: str | os.PathLike[str]) -> None:
+    """Make every write so far to the file system holding ``folder`` durable, in one call: what
+    ``deliver_once(..., sync=False)`` leaves to its caller. Linux's ``syncfs`` flushes that file
+    system only; elsewhere ``sync`` flushes them all."""
+    syncfs = _syncfs()
+    if syncfs is not None:
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            if syncfs(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    os.sync()
+
+
+@functools.cache
+def _syncfs() -> Callable[[int], int] | None:
+    try:
+        function = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    function.argtypes, function.restype = [ctypes.c_int], ctypes.c_int
+    return function
 
 
 def _end(log: Path, tail: list[Delivery]) -> int:
@@ -236,5 +263,5 @@ def _read_log(log: Path, *, tail: int | None = None) -> tuple[list[Delivery], bo
     return entries, data.endswith(b"\n") or not data
 
 
-__all__ = ["LOG", "MAX_CURSOR", "Delivery", "Page", "deliver_once", "deliveries", "delivered", "read_rows",
+__all__ = ["LOG", "MAX_CURSOR", "Delivery", "Page", "deliver_once", "deliveries", "delivered", "flush", "read_rows",
            "record_delivery"]

@@ -70,7 +70,7 @@ from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import PRIVATE_DIR, private_dir, safe_path
 from streamwarden.plan.hashing import stable_text
 from streamwarden.plan.templates import Template, parameterize, why_not
-from streamwarden.runtime.deliveries import deliver_once
+from streamwarden.runtime.deliveries import deliver_once, flush
 from streamwarden.runtime.plan import Pipeline
 from streamwarden.runtime.quarantine import QuarantineLog
 from streamwarden.security.rewrite.algorithm import Rewriting
@@ -354,8 +354,8 @@ class StreamGroup:
             # each recipient's folder and log are hers alone: written side by side (file-system latency)
             with ThreadPoolExecutor(max_workers=IO_THREADS) as pool:
                 list(pool.map(lambda d: deliver(d[0], d[3], d[4]), deliveries))
-        if deliveries:
-            os.sync()  # every log durable before Spark commits the batch: one flush, not one per recipient
+        if deliveries:  # every log durable before Spark commits the batch: one flush, not one per recipient
+            flush(runtime.output)
         delivered: dict[tuple[int, str], int] = {}
         for r, index, user, _, _ in deliveries:
             running = hosted[decision["members"][index]][0]
