@@ -142,7 +142,7 @@ def test_a_group_batch_cut_short_halfway_through_its_users_delivers_each_once(sp
     batch again, and each user has her rows exactly once (those logged are recognised by the
     group's micro-batch key, the others delivered under the names they would have had)."""
     from streamwarden.engine.sources import as_relation, read_input
-    from streamwarden.runtime import groups
+    from streamwarden.runtime import handout
 
     store = sqlite_url(tmp_path / "store.db")
     server = AuthorizationServer(store)
@@ -155,7 +155,7 @@ def test_a_group_batch_cut_short_halfway_through_its_users_delivers_each_once(sp
     group = rt.groups["Readings"]
     stream = CATALOG.streams["Readings"]
     batch = as_relation(read_input(spark, stream, tmp_path / "in" / "Readings", streaming=False), stream, "Readings")
-    original, calls = groups.deliver_once, []
+    original, calls = handout.deliver_once, []
 
     def dies_at_the_fourth(*args, **kwargs):  # type: ignore[no-untyped-def]
         calls.append(args[0])
@@ -163,10 +163,10 @@ def test_a_group_batch_cut_short_halfway_through_its_users_delivers_each_once(sp
             raise OSError("the process died here")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(groups, "deliver_once", dies_at_the_fourth)
+    monkeypatch.setattr(handout, "deliver_once", dies_at_the_fourth)
     with pytest.raises(OSError):
         group._batch(batch, 0)
-    monkeypatch.setattr(groups, "deliver_once", original)
+    monkeypatch.setattr(handout, "deliver_once", original)
     group._batch(batch, 0)  # Spark runs it again
     for user in USERS:
         assert received(spark, tmp_path, user) == expected(spark, tmp_path, user), user

@@ -63,14 +63,14 @@ from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import access_periods
 from streamwarden.engine.columns import MEMBER
 from streamwarden.engine.compiler import EVENT
-from streamwarden.engine.fanout import IO_THREADS, PART, write_per_recipient
+from streamwarden.engine.fanout import IO_THREADS, write_per_recipient
 from streamwarden.engine.shared import ROW, Member, SharedAggregate, group_rows, shared_input
 from streamwarden.engine.sinks import committed_batches, start_writer, stream_writer
 from streamwarden.language.expressions import parse_timestamp
-from streamwarden.names import PRIVATE_DIR, private_dir, safe_path
+from streamwarden.names import private_dir, safe_path
 from streamwarden.plan.hashing import stable_text
 from streamwarden.plan.templates import Template, parameterize, why_not
-from streamwarden.runtime.deliveries import deliver_once, flush
+from streamwarden.runtime.handout import Handout, batch_key, hand_out
 from streamwarden.runtime.plan import Pipeline
 from streamwarden.runtime.quarantine import QuarantineLog
 from streamwarden.security.rewrite.algorithm import Rewriting
@@ -192,12 +192,6 @@ class StreamGroup:
                                available_now=runtime.available_now, query_name=self.name, each_batch=self._batch)
         self.query = start_writer(writer, runtime.spark)
 
-    def _spark_id(self) -> str:
-        """The id of the group's Spark query, which its checkpoint keeps (a new checkpoint: a new
-        id, so a delivery of its micro-batch 0 is never taken for an older one's)."""
-        metadata = json.loads((self.checkpoint / "spark" / "metadata").read_text(encoding="utf-8"))
-        return str(metadata["id"])
-
     def stop(self) -> None:
         if self.query is not None:
             try:
@@ -224,7 +218,7 @@ class StreamGroup:
                 return
             rows = rows.persist()
             try:
-                delivered, emitted = self._deliver(rows, decision, hosted, f"live-{batch_id}")
+                delivered, emitted = self._deliver(rows, decision, hosted, "live", batch_id)
             finally:
                 rows.unpersist()
         finally:
@@ -313,7 +307,7 @@ class StreamGroup:
         return decision
 
     def _deliver(self, rows: DataFrame, decision: dict[str, Any], hosted: dict[str, tuple["_Running", Hosting]],
-                 key: str) -> tuple[dict[tuple[int, str], int], dict[int, tuple[int, str]]]:
+                 kind: str, batch_id: int) -> tuple[dict[tuple[int, str], int], dict[int, tuple[int, str]]]:
         """Each recipient's rows of ``rows`` into their folder, in one fan-out (``rows`` is
         persisted): the delivered count per (member, user), and what each member emitted (its
         rows and latest event time)."""
@@ -325,8 +319,7 @@ class StreamGroup:
                       and identities.get(user) == identity]  # a user declared again since: not hers
         table = [(r, index, parse_timestamp(a), None if b is None else parse_timestamp(b))
                  for r, index, _, periods in recipients for a, b in periods]
-        scratch = runtime.root / ".staging" / f"{self.name}-{key}"
-        made = f"{self._spark_id()}:{key}"  # this micro-batch of this group's Spark query, whatever its members
+        scratch = runtime.root / ".staging" / f"{self.name}-{kind}-{batch_id}"
         with write_per_recipient(rows, table, scratch, emitted=True) as fanned:
             deliveries: list[tuple[int, int, str, Path, str]] = []
             for r, index, user, _ in recipients:
@@ -341,21 +334,9 @@ class StreamGroup:
                     runtime._user_folder(user)
                     private_dir(folder)
                 deliveries.append((r, index, user, folder, f"batch={pipeline.fingerprint[:12]}-g"))
-
-            def deliver(r: int, folder: Path, prefix: str) -> None:
-                def place(name: str) -> None:
-                    target = folder / name
-                    shutil.rmtree(target, ignore_errors=True)  # a retried batch's first attempt
-                    os.mkdir(target, PRIVATE_DIR)
-                    fanned.copy(r, target / PART)
-
-                deliver_once(folder, made, fanned.received[r], prefix, place, sync=False)
-
-            # each recipient's folder and log are hers alone: written side by side (file-system latency)
-            with ThreadPoolExecutor(max_workers=IO_THREADS) as pool:
-                list(pool.map(lambda d: deliver(d[0], d[3], d[4]), deliveries))
-        if deliveries:  # every log durable before Spark commits the batch: one flush, not one per recipient
-            flush(runtime.output)
+            # this micro-batch of this group's Spark query, whatever its members
+            hand_out(fanned, [Handout(r, folder, prefix) for r, _, _, folder, prefix in deliveries],
+                     batch_key(self.checkpoint / "spark", kind, batch_id), runtime.output)
         delivered: dict[tuple[int, str], int] = {}
         for r, index, user, _, _ in deliveries:
             running = hosted[decision["members"][index]][0]
@@ -404,7 +385,7 @@ class StreamGroup:
             rows = rows.persist()
             try:
                 named = {decision["members"][i]: member for i, member in joiners.items()}
-                _, emitted = self._deliver(rows, decision, named, f"backfill-{batch_id}")
+                _, emitted = self._deliver(rows, decision, named, "backfill", batch_id)
                 for index, (_, latest) in emitted.items():
                     runtime._emitted(joiners[index][0], parse_timestamp(latest))
             finally:
