@@ -147,11 +147,11 @@ def test_a_group_batch_cut_short_halfway_through_its_users_delivers_each_once(sp
     store = sqlite_url(tmp_path / "store.db")
     server = AuthorizationServer(store)
     register_own(server, {u: query(u) for u in USERS}, CATALOG)
-    write(tmp_path / "in" / "Readings", "a.jsonl", readings(0, 400))
     rt = NetworkRuntime(spark, store, {"Readings": str(tmp_path / "in" / "Readings")}, tmp_path / "out",
                         tmp_path / "cp")
     rt.poll(force=True)
-    rt.stop()
+    rt.stop()  # its Spark query started and stopped with nothing to read: the batch below is run by hand
+    write(tmp_path / "in" / "Readings", "a.jsonl", readings(0, 400))
     group = rt.groups["Readings"]
     stream = CATALOG.streams["Readings"]
     batch = as_relation(read_input(spark, stream, tmp_path / "in" / "Readings", streaming=False), stream, "Readings")
@@ -429,3 +429,40 @@ def test_a_member_whose_plan_spark_refuses_fails_alone_and_tells_no_secret(spark
     for user in USERS:
         if user != odd:
             assert received(spark, tmp_path, user) == expected(spark, tmp_path, user), user
+
+
+def test_stopping_a_group_whose_batch_waits_for_the_runtime_lock_does_not_wait_on_itself(spark, tmp_path,
+                                                                                           monkeypatch) -> None:
+    """A poll (or the runtime stopping) holds the runtime's lock and stops a group whose
+    micro-batch is waiting for that lock to decide its recipients: the batch gives up, the stop
+    returns. (It deadlocked: the stop waited for the batch, the batch for the lock.)"""
+    import threading
+
+    from streamwarden.runtime.groups import StreamGroup
+
+    store = sqlite_url(tmp_path / "store.db")
+    server = AuthorizationServer(store)
+    register_own(server, {u: query(u) for u in USERS}, CATALOG)
+    write(tmp_path / "in" / "Readings", "a.jsonl", readings(0, 100))
+    waiting = threading.Event()
+    original = StreamGroup._runtime_lock
+
+    def spied(self):  # type: ignore[no-untyped-def]
+        waiting.set()
+        return original(self)
+
+    monkeypatch.setattr(StreamGroup, "_runtime_lock", spied)
+    rt = NetworkRuntime(spark, store, {"Readings": str(tmp_path / "in" / "Readings")}, tmp_path / "out",
+                        tmp_path / "cp", trigger="1 second")
+    try:
+        with rt._lock:  # as a poll holds it
+            rt.start()
+            assert waiting.wait(120), "the group's first micro-batch never came to its decision"
+            group = rt.groups["Readings"]
+            stopper = threading.Thread(target=group.stop, daemon=True)
+            stopper.start()
+            stopper.join(120)
+            assert not stopper.is_alive(), "stopping the group waited on its own batch"
+    finally:
+        rt.stop()
+    assert not any((tmp_path / "out").glob("*/*/batch=*"))  # the batch gave up before delivering anything

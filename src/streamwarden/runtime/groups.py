@@ -51,7 +51,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
@@ -149,6 +150,10 @@ def _short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+class GroupStopping(RuntimeError):
+    """A micro-batch that ended because its group is being stopped (nothing of it was delivered)."""
+
+
 class StreamGroup:
     """One group: its Spark query, its members, and what it has delivered."""
 
@@ -164,6 +169,7 @@ class StreamGroup:
         self.failure: str | None = None
         self.quarantine_log = QuarantineLog(_tag(place.group))
         self._lock = threading.Lock()  # members change under the runtime's lock, batches read them under this
+        self._stopping = threading.Event()  # set while stop() waits for Spark: a batch gives up the runtime's lock
         self._folders: dict[tuple[str, str], Path] = {}  # (user, query) -> her folder, its path checked
 
     @property
@@ -193,11 +199,29 @@ class StreamGroup:
         self.query = start_writer(writer, runtime.spark)
 
     def stop(self) -> None:
+        """Stop the group's Spark query. Whoever stops it may hold the runtime's lock (a poll, or
+        the runtime stopping), which a micro-batch deciding its recipients waits for: the batch
+        gives up instead (see :meth:`_runtime_lock`), so that stopping never waits on itself."""
         if self.query is not None:
+            self._stopping.set()
             try:
                 self.query.stop()
             finally:
                 self.query = None
+                self._stopping.clear()
+
+    @contextmanager
+    def _runtime_lock(self) -> Iterator[None]:
+        """The runtime's lock, for a micro-batch: given up when the group is being stopped (Spark
+        runs the batch again from its checkpoint when the group starts again)."""
+        lock = self.runtime._lock
+        while not lock.acquire(timeout=0.05):
+            if self._stopping.is_set():
+                raise GroupStopping(f"{self.name} is stopping: its micro-batch ends here, to run again on restart")
+        try:
+            yield
+        finally:
+            lock.release()
 
     # -- one micro-batch -------------------------------------------------------------------
     def _batch(self, batch: DataFrame, batch_id: int) -> None:
@@ -275,7 +299,7 @@ class StreamGroup:
             pass
         runtime = self.runtime
         joined = _read_json(self.checkpoint / "joined.json")
-        with runtime._lock:
+        with self._runtime_lock():
             with self._lock:
                 members = sorted(self.members)
                 pipelines = {name: self.members[name][0] for name in members}
@@ -483,4 +507,4 @@ def _write_json(path: Path, value: Any) -> None:
     _write_text(path, json.dumps(value) + "\n")
 
 
-__all__ = ["GROUPS", "Hosting", "StreamGroup", "group_of", "hosting", "placement"]
+__all__ = ["GROUPS", "GroupStopping", "Hosting", "StreamGroup", "group_of", "hosting", "placement"]
