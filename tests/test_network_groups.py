@@ -111,22 +111,29 @@ def test_a_query_registered_while_the_group_runs_gets_what_came_before_once(spar
         assert received(spark, tmp_path, user) == expected(spark, tmp_path, user), user
 
 
-def test_a_group_batch_run_again_after_a_crash_delivers_what_it_did(spark, tmp_path) -> None:
-    from streamwarden.runtime.deliveries import deliveries
+def group_to_run_by_hand(spark, tmp_path: Path, server: AuthorizationServer, store: str, records: list[dict],
+                         folder: Path):  # type: ignore[no-untyped-def]
+    """Every user's query registered, the network planned, its group's Spark query started and
+    stopped with nothing to read; then ``records`` written to ``folder`` and returned as the
+    batch a test hands the group's ``_batch`` (as Spark would)."""
+    from streamwarden.engine.sources import as_relation, read_input
 
-    store = sqlite_url(tmp_path / "store.db")
-    server = AuthorizationServer(store)
     register_own(server, {u: query(u) for u in USERS}, CATALOG)
     rt = NetworkRuntime(spark, store, {"Readings": str(tmp_path / "in" / "Readings")}, tmp_path / "out",
                         tmp_path / "cp")
     rt.poll(force=True)
     rt.stop()
-    group = rt.groups["Readings"]
-    write(tmp_path / "batch", "a.jsonl", readings(0, 100))
-    from streamwarden.engine.sources import as_relation, read_input
-
+    write(folder, "a.jsonl", records)
     stream = CATALOG.streams["Readings"]
-    batch = as_relation(read_input(spark, stream, tmp_path / "batch", streaming=False), stream, "Readings")
+    return rt.groups["Readings"], as_relation(read_input(spark, stream, folder, streaming=False), stream, "Readings")
+
+
+def test_a_group_batch_run_again_after_a_crash_delivers_what_it_did(spark, tmp_path) -> None:
+    from streamwarden.runtime.deliveries import deliveries
+
+    store = sqlite_url(tmp_path / "store.db")
+    server = AuthorizationServer(store)
+    group, batch = group_to_run_by_hand(spark, tmp_path, server, store, readings(0, 100), tmp_path / "batch")
     group._batch(batch, 0)
     logged = {u: [d.rows for d in deliveries(tmp_path / "out" / u / own_id(u, "q1"))] for u in USERS}
     server.revoke(own_id("u0", "q1"), "u0", T0)  # access changes before Spark runs batch 0 again
@@ -141,20 +148,12 @@ def test_a_group_batch_cut_short_halfway_through_its_users_delivers_each_once(sp
     """The process dies after some users' rows are logged and before the others': Spark runs the
     batch again, and each user has her rows exactly once (those logged are recognised by the
     group's micro-batch key, the others delivered under the names they would have had)."""
-    from streamwarden.engine.sources import as_relation, read_input
     from streamwarden.runtime import handout
 
     store = sqlite_url(tmp_path / "store.db")
     server = AuthorizationServer(store)
-    register_own(server, {u: query(u) for u in USERS}, CATALOG)
-    rt = NetworkRuntime(spark, store, {"Readings": str(tmp_path / "in" / "Readings")}, tmp_path / "out",
-                        tmp_path / "cp")
-    rt.poll(force=True)
-    rt.stop()  # its Spark query started and stopped with nothing to read: the batch below is run by hand
-    write(tmp_path / "in" / "Readings", "a.jsonl", readings(0, 400))
-    group = rt.groups["Readings"]
-    stream = CATALOG.streams["Readings"]
-    batch = as_relation(read_input(spark, stream, tmp_path / "in" / "Readings", streaming=False), stream, "Readings")
+    group, batch = group_to_run_by_hand(spark, tmp_path, server, store, readings(0, 400),
+                                        tmp_path / "in" / "Readings")
     original, calls = handout.deliver_once, []
 
     def dies_at_the_fourth(*args, **kwargs):  # type: ignore[no-untyped-def]
