@@ -60,9 +60,13 @@ class FannedOut:
         self._ranges = ranges  # recipient -> (slot file, offset, bytes)
         self._scratch = scratch
         self._handles: dict[Path, int] = {}
-        for path, _, _ in ranges.values():
-            if path not in self._handles:
-                self._handles[path] = os.open(path, os.O_RDONLY)
+        try:
+            for path, _, _ in ranges.values():
+                if path not in self._handles:
+                    self._handles[path] = os.open(path, os.O_RDONLY)
+        except OSError:
+            self.close()  # the files opened so far, and the scratch folder
+            raise
 
     def copy(self, recipient: int, target: Path) -> None:
         """Recipient's rows (she has some) into the new file ``target`` (0600). Safe from threads:
@@ -127,10 +131,11 @@ def write_per_recipient(rows: DataFrame, periods: Sequence[tuple[int, int, datet
     finally:
         laid.unpersist()
     try:
-        return FannedOut({r: n for _, r, n, _ in sizes}, members, _ranges(scratch, sizes), scratch)
+        ranges = _ranges(scratch, sizes)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
+    return FannedOut({r: n for _, r, n, _ in sizes}, members, ranges, scratch)
 
 
 def _ranges(scratch: Path, sizes: list[tuple[int, int, int, int]]) -> dict[int, tuple[Path, int, int]]:

@@ -13,7 +13,8 @@ order (then by text), built by :func:`streamwarden.names.safe_path` (nothing lea
 
 What a running network's groups host (:mod:`streamwarden.runtime.groups`) is replayed the
 same way: each group's members in one job over its stream, and every user's rows of it in
-one partitioned write; the rest runs a job per distinct set of authorized graphs.
+one write (:mod:`streamwarden.engine.fanout`); the rest runs a job per distinct set of
+authorized graphs.
 
     >>> # replay_network(spark, catalog, queries, changes, {"Stream1": "s1.jsonl"}, "out")
 """
@@ -155,15 +156,14 @@ class _SharedReplay:
 def _place(fanned: FannedOut, recipient: int, target: Path) -> int:
     """Recipient's rows as the file ``target`` (made whole, then renamed: a failed replay never
     leaves half a result); how many."""
+    if recipient not in fanned.received:
+        return write_lines((), target)  # an empty result, written as every result is
     private_dir(target.parent)
     partial = target.with_name(target.name + ".partial")
     partial.unlink(missing_ok=True)
-    if recipient in fanned.received:
-        fanned.copy(recipient, partial)
-    else:
-        write_lines((), partial)
+    fanned.copy(recipient, partial)
     partial.replace(target)
-    return fanned.received.get(recipient, 0)
+    return fanned.received[recipient]
 
 
 def event_ordered_lines(frame: DataFrame) -> Iterator[str]:
