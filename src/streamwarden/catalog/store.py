@@ -329,8 +329,7 @@ class CatalogStore:
         incarnations existed gets them on first read, for the users its catalog declares.
         (Every micro-batch and registration asks: read without the times :meth:`identities` converts.)"""
         with self.engine.connect() as conn:
-            row = conn.execute(select(_sources.c.name, _sources.c.text)).first()
-            users = frozenset(_parsed(row.text, row.name).users) if row is not None else frozenset()
+            users = _declared_users(conn)
             known = {r.user: r.incarnation for r in conn.execute(select(_identities.c.user, _identities.c.incarnation))}
         if users <= set(known):
             return {user: known[user] for user in users}
@@ -340,8 +339,7 @@ class CatalogStore:
         """Each declared user's incarnation and since when it holds (read only, in the common
         case: every micro-batch of a network asks; written once for a store that predates them)."""
         with self.engine.connect() as conn:
-            row = conn.execute(select(_sources.c.name, _sources.c.text)).first()
-            users = frozenset(_parsed(row.text, row.name).users) if row is not None else frozenset()
+            users = _declared_users(conn)
             known = {r.user: (r.incarnation, _utc(r.since)) for r in conn.execute(select(_identities))}
         if users <= set(known):
             return {user: known[user] for user in users}
@@ -401,6 +399,12 @@ def _sync_identities(conn: Connection, names: frozenset[str], *, drop: bool, tab
         known[name] = secrets.token_hex(8)
         conn.execute(insert(table).values({key.name: name, "incarnation": known[name], "since": now}))
     return {name: known[name] for name in names}
+
+
+def _declared_users(conn: Connection) -> frozenset[str]:
+    """The users the stored catalog declares (none stored: none)."""
+    row = conn.execute(select(_sources.c.name, _sources.c.text)).first()
+    return frozenset(_parsed(row.text, row.name).users) if row is not None else frozenset()
 
 
 @overload
