@@ -107,13 +107,11 @@ class QueryBook:
                 raise not_found(f"you have no query {public[:64]!r}")
             # the two rows it could be, not every query (each GET of rows asks)
             wanted = owner if owner is not None else caller.name
-            mine = self.server.registration(own_id(wanted, public))
-            if mine is not None and mine.owner == wanted and parse_own_id(mine.id) == (wanted, public):
-                return Entry(public, mine.id, wanted, mine)  # an own query before a shared one
-            if owner is None or owner == caller.name:
-                shared = self.server.registration(public)
-                if shared is not None and shared.owner is None and (caller.admin or caller.name in shared.users):
-                    return Entry(public, public, None, shared)
+            found = self._own_entry(wanted, public)  # an own query before a shared one
+            if found is None and (owner is None or owner == caller.name):
+                found = self._shared_entry(caller, public)
+            if found is not None:
+                return found
         raise not_found(f"you have no query {public[:64]!r}" + (f" of {owner}" if owner and caller.admin else ""))
 
     def for_user(self, public: str, user: str) -> Entry:
@@ -143,9 +141,8 @@ class QueryBook:
         assert entry.owner is not None
         with _registering:  # what it reads here is the owner's own rows, not every query's (1,000 register at once)
             mine = self._own(entry.owner)
-            shared = self.server.registration(entry.id)
-            if any(e.id == entry.id for e in mine) or (
-                    shared is not None and shared.owner is None and entry.owner in shared.users):
+            owner = Principal("user", entry.owner)
+            if any(e.id == entry.id for e in mine) or self._shared_entry(owner, entry.id) is not None:
                 raise ApiError(409, f"you already have a query {entry.id!r}")
             self._check_room(entry.owner, mine)
             if self.server.is_registered(entry.internal):  # hidden: made by an earlier identity of this user
@@ -154,6 +151,20 @@ class QueryBook:
             self.forget(entry, checkpoint_root)
             self.server.register([entry.registered])
             self.server.open_own(entry.internal, entry.owner)
+
+    def _own_entry(self, user: str, public: str) -> Entry | None:
+        """``user``'s own query ``public``, as :meth:`visible` lists it (None: she has none)."""
+        found = self.server.registration(own_id(user, public))
+        if found is None or found.owner != user or parse_own_id(found.id) != (user, public):
+            return None
+        return Entry(public, found.id, user, found)
+
+    def _shared_entry(self, caller: Principal, public: str) -> Entry | None:
+        """The shared query ``public``, if :meth:`visible` lists it for ``caller``."""
+        found = self.server.registration(public)
+        if found is None or found.owner is not None or not (caller.admin or caller.name in found.users):
+            return None
+        return Entry(public, public, None, found)
 
     def _own(self, user: str) -> list[Entry]:
         """``user``'s own queries, as :meth:`visible` lists them for her."""
