@@ -10,9 +10,17 @@ the rows are laid out once, sorted by recipient, in a handful of large files (on
 pass, and each recipient's rows are then a byte range that the driver copies into a file of
 her own (``copy_file_range``: no row passes through Python).
 
-Within a recipient's file the rows are in event-time order, then by their text: the same
-rows give the same bytes whatever Spark's partitioning, which is what lets a micro-batch
-Spark runs again after a crash rewrite exactly what it wrote before.
+A micro-batch of a few rows (at most :data:`FEW_ROWS`, what a stream at a few thousand
+rows a second brings in a trigger) is not laid out: laying out takes four Spark jobs with
+two shuffles, about half a second on two cores whatever the rows, where collecting the
+rows to the driver takes one job (30-50 ms). The driver then sorts them per recipient and
+writes each recipient's file from memory. The probe is the collect itself (of at most
+``FEW_ROWS + 1`` rows): a larger batch pays one small job more and is laid out.
+
+Within a recipient's file the rows are in event-time order, then by their text (in both
+ways: Spark orders strings by their UTF-8 bytes, which is Python's order of code points):
+the same rows give the same bytes whatever Spark's partitioning, which is what lets a
+micro-batch Spark runs again after a crash rewrite exactly what it wrote before.
 
     >>> # with write_per_recipient(rows, [(0, 3, since, None)], Path("scratch")) as out:
     >>> #     out.received == {0: 12}; out.copy(0, Path("her-rows.txt"))
@@ -22,11 +30,12 @@ from __future__ import annotations
 
 import os
 import shutil
+from bisect import bisect_left
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 
@@ -41,7 +50,11 @@ TO = "_to"  # the recipient's number
 PART = "part-00000.txt"
 #: Threads that write recipients' files and delivery logs side by side.
 IO_THREADS = 4
+#: Up to this many rows, a fan-out collects the rows to the driver instead of laying them out
+#: (a few MiB of JSON text at most).
+FEW_ROWS = 20_000
 _SLOT = "_slot"  # the laid-out file a recipient's rows are in
+_TIMESTAMP = TimestampType()
 
 
 class FanOutError(RuntimeError):
@@ -49,14 +62,35 @@ class FanOutError(RuntimeError):
 
 
 class FannedOut:
-    """One fan-out's laid-out rows, until closed: each recipient's row count (``received``; none:
+    """One fan-out's rows, until closed: each recipient's row count (``received``; none:
     absent), when asked each member's rows whoever received them (``emitted``: how many, and the
     latest event time in ISO 8601), and :meth:`copy` to put a recipient's rows in a file."""
 
-    def __init__(self, received: dict[int, int], emitted: dict[int, tuple[int, str]],
-                 ranges: dict[int, tuple[Path, int, int]], scratch: Path | None):
+    def __init__(self, received: dict[int, int], emitted: dict[int, tuple[int, str]]):
         self.received = received
         self.emitted = emitted
+
+    def copy(self, recipient: int, target: Path) -> None:
+        """Recipient's rows (she has some) into the new file ``target`` (0600). Safe from threads:
+        a file per recipient is the file system's latency, which a few threads overlap."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Let go of what holds the rows (files, memory)."""
+
+    def __enter__(self) -> "FannedOut":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+class _LaidOut(FannedOut):
+    """Rows laid out by Spark in a file per slot: a recipient's rows are a byte range of one."""
+
+    def __init__(self, received: dict[int, int], emitted: dict[int, tuple[int, str]],
+                 ranges: dict[int, tuple[Path, int, int]], scratch: Path):
+        super().__init__(received, emitted)
         self._ranges = ranges  # recipient -> (slot file, offset, bytes)
         self._scratch = scratch
         self._handles: dict[Path, int] = {}
@@ -69,8 +103,6 @@ class FannedOut:
             raise
 
     def copy(self, recipient: int, target: Path) -> None:
-        """Recipient's rows (she has some) into the new file ``target`` (0600). Safe from threads:
-        a file per recipient is the file system's latency, which a few threads overlap."""
         path, offset, size = self._ranges[recipient]
         _copy_range(self._handles[path], offset, size, target)
 
@@ -78,26 +110,81 @@ class FannedOut:
         for handle in self._handles.values():
             os.close(handle)
         self._handles.clear()
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+        shutil.rmtree(self._scratch, ignore_errors=True)
 
-    def __enter__(self) -> "FannedOut":
-        return self
 
-    def __exit__(self, *_: object) -> None:
-        self.close()
+class _Collected(FannedOut):
+    """A few rows, collected: each recipient's file is bytes in memory."""
+
+    def __init__(self, received: dict[int, int], emitted: dict[int, tuple[int, str]], texts: dict[int, bytes]):
+        super().__init__(received, emitted)
+        self._texts = texts
+
+    def copy(self, recipient: int, target: Path) -> None:
+        text = self._texts[recipient]
+        fd = _create(target)
+        try:
+            written = 0
+            while written < len(text):
+                written += os.write(fd, text[written:])
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        self._texts.clear()
 
 
 def write_per_recipient(rows: DataFrame, periods: Sequence[tuple[int, int, datetime, datetime | None]],
-                        scratch: Path, *, emitted: bool = False) -> FannedOut:
-    """Each recipient's rows laid out (in ``scratch``, until the result is closed) for
-    :meth:`FannedOut.copy`.
+                        scratch: Path, *, emitted: bool = False, few_rows: int = FEW_ROWS) -> FannedOut:
+    """Each recipient's rows ready for :meth:`FannedOut.copy` (laid out in ``scratch`` until
+    the result is closed, or, up to ``few_rows`` rows, in memory).
 
     ``periods`` lists ``(r, member, from, until)``: recipient ``r`` receives the rows of
     ``member`` whose event time is in ``[from, until)`` (``until`` None: open). A recipient
     may have several periods; they must not overlap (a row would be received twice).
-    ``emitted``: count each member's rows too, in the same Spark job (``rows`` is read twice:
-    persist it)."""
+    ``emitted``: count each member's rows too (``rows`` is read more than once: persist it)."""
+    if not periods and not emitted:
+        return FannedOut({}, {})
+    few = rows.select(F.col(MEMBER), F.unix_micros(EVENT).alias(EVENT), iso_timestamp(F.col(EVENT)).alias("_at"),
+                      F.col(ROW)).limit(few_rows + 1).collect()
+    if len(few) <= few_rows:
+        return _collect(few, periods, emitted)
+    return _lay_out(rows, periods, scratch, emitted)
+
+
+def _collect(few: list[Row], periods: Sequence[tuple[int, int, datetime, datetime | None]],
+             emitted: bool) -> FannedOut:
+    """The fan-out of rows collected as (member, event time in microseconds, its ISO text, row)."""
+    by_member: dict[int, list[tuple[int, str, str]]] = {}
+    for member, micros, at, text in few:
+        by_member.setdefault(int(member), []).append((int(micros), text, at))
+    members = {}
+    for member, items in by_member.items():
+        items.sort()
+        members[member] = (len(items), items[-1][2])
+    spans: dict[int, list[tuple[int, str, str]]] = {}
+    for r, member, start, until in periods:
+        items = by_member.get(member, [])
+        begin = bisect_left(items, (_micros(start),))
+        end = len(items) if until is None else bisect_left(items, (_micros(until),))
+        if begin < end:
+            spans.setdefault(r, []).extend(items[begin:end])
+    texts = {}
+    for r, items in spans.items():
+        items.sort()  # a recipient's periods, in any order
+        texts[r] = "".join(f"{text}\n" for _, text, _ in items).encode("utf-8")
+    return _Collected({r: len(items) for r, items in spans.items()}, members if emitted else {}, texts)
+
+
+def _micros(at: datetime) -> int:
+    """``at`` in microseconds since the epoch, as Spark stores a timestamp (a naive time is local)."""
+    micros: int = _TIMESTAMP.toInternal(at)
+    return micros
+
+
+def _lay_out(rows: DataFrame, periods: Sequence[tuple[int, int, datetime, datetime | None]], scratch: Path,
+             emitted: bool) -> FannedOut:
+    """The fan-out of many rows: laid out by Spark, sorted by recipient, in a file per slot."""
     spark = rows.sparkSession
     schema = StructType([StructField("_r", LongType()), StructField("_m", LongType()),
                          StructField("_from", TimestampType()), StructField("_until", TimestampType())])
@@ -124,7 +211,7 @@ def write_per_recipient(rows: DataFrame, periods: Sequence[tuple[int, int, datet
                        if r[_SLOT] is not None)
         members = {int(r[TO]): (int(r["rows"]), str(r["latest"])) for r in counted if r[_SLOT] is None}
         if not sizes:
-            return FannedOut({}, members, {}, None)
+            return FannedOut({}, members)
         shutil.rmtree(scratch, ignore_errors=True)
         # the writer's order is the laid-out one (its partition column leads the sort)
         laid.select(_SLOT, ROW).write.mode("overwrite").partitionBy(_SLOT).text(str(scratch))
@@ -135,7 +222,7 @@ def write_per_recipient(rows: DataFrame, periods: Sequence[tuple[int, int, datet
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    return FannedOut({r: n for _, r, n, _ in sizes}, members, ranges, scratch)
+    return _LaidOut({r: n for _, r, n, _ in sizes}, members, ranges, scratch)
 
 
 def _ranges(scratch: Path, sizes: list[tuple[int, int, int, int]]) -> dict[int, tuple[Path, int, int]]:
@@ -169,8 +256,13 @@ _LARGE = 1 << 20
 _copy_file_range = getattr(os, "copy_file_range", _no_copy_file_range)
 
 
+def _create(target: Path) -> int:
+    """A new private file (or one emptied) at ``target``, never through a symbolic link."""
+    return os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), PRIVATE_FILE)
+
+
 def _copy_range(source: int, offset: int, size: int, target: Path) -> None:
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), PRIVATE_FILE)
+    fd = _create(target)
     try:
         copied = 0
         while copied < size:
@@ -188,4 +280,4 @@ def _copy_range(source: int, offset: int, size: int, target: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["FanOutError", "FannedOut", "IO_THREADS", "PART", "TO", "write_per_recipient"]
+__all__ = ["FEW_ROWS", "FanOutError", "FannedOut", "IO_THREADS", "PART", "TO", "write_per_recipient"]
