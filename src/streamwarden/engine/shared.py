@@ -22,14 +22,16 @@ join on the member table. Members join and leave without touching that state.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (BooleanType, DataType, DoubleType, IntegerType, LongType, StringType, StructField,
-                               StructType, TimestampType)
+from pyspark.sql.types import (ArrayType, BooleanType, DataType, DoubleType, IntegerType, LongType, StringType,
+                               StructField, StructType, TimestampType)
 
 from streamwarden.catalog.lattice import Lattice
 from streamwarden.catalog.model import Catalog
@@ -177,11 +179,13 @@ def group_rows(frame: DataFrame, members: Sequence[tuple[Template, Member]], agg
 
 
 def _with_members(batch: DataFrame, template: Template, members: Sequence[Member]) -> DataFrame:
-    """``batch`` joined with the template's member table (broadcast): on its equality keys, a
-    hash join; without keys, every tuple meets every member."""
-    table = member_table(batch.sparkSession, template, members)
+    """``batch`` with each tuple beside its template's members: on the template's equality keys,
+    a hash join with the member table (broadcast); without keys, every tuple meets every
+    member, each tuple's row repeated once per member by a generator over the members'
+    constant array (a join would broadcast the table: one more Spark job per micro-batch)."""
     if not template.keys:
-        return batch.crossJoin(table)
+        return batch.select("*", F.inline(member_array(template, members)))
+    table = member_table(batch.sparkSession, template, members)
     condition = None
     for attribute, index in template.keys:
         equal = F.col(physical_name(template.stream, attribute)) == table[param_column(index)]
@@ -189,11 +193,36 @@ def _with_members(batch: DataFrame, template: Template, members: Sequence[Member
     return batch.join(table, condition, "inner")
 
 
-def member_table(spark: Any, template: Template, members: Sequence[Member]) -> DataFrame:
-    """The members' constants, one row each (broadcast: a few thousand rows at most)."""
+def member_table(spark: SparkSession, template: Template, members: Sequence[Member]) -> DataFrame:
+    """The members' constants, one row each (broadcast: a few thousand rows at most), from
+    :func:`member_array`."""
+    return F.broadcast(spark.range(1).select(F.inline(member_array(template, members))))
+
+
+def member_array(template: Template, members: Sequence[Member]) -> Column:
+    """The members' constants as one constant array of structs (``__carry_member``,
+    ``__carry_graph``, a column per parameter), which Spark's optimizer folds.
+
+    The values reach Spark as one JSON text that Spark parses (``from_json`` of a literal),
+    not through ``createDataFrame``: a list from Python becomes an RDD whose tasks run in
+    Python workers, 100-150 ms a micro-batch on two cores for a few rows, and a literal per
+    value would take a call into the JVM each. Parsing is strict (``FAILFAST``): a constant
+    Spark cannot read fails the template, never gives its member a NULL to compare with."""
     schema = StructType([StructField(MEMBER, LongType()), StructField(GRAPH_OF_MEMBER, StringType()),
                          *[StructField(param_column(i), SPARK_TYPE_OF[t]) for i, t in enumerate(template.types)]])
-    return F.broadcast(spark.createDataFrame([(m.index, m.graph, *m.values) for m in members], schema))
+    names = schema.fieldNames()
+    text = json.dumps([dict(zip(names, (m.index, m.graph, *map(_json_constant, m.values)))) for m in members],
+                      ensure_ascii=False)
+    return F.from_json(F.lit(text), ArrayType(schema), {"mode": "FAILFAST"})
+
+
+def _json_constant(value: Any) -> Any:
+    """A constant as JSON that Spark's ``from_json`` reads back as the same value: a time as
+    ISO 8601 with its offset (a naive one is the driver's local time, as ``F.lit`` takes it);
+    NaN and infinities as the bare words Spark accepts."""
+    if isinstance(value, datetime):
+        return (value if value.tzinfo is not None else value.astimezone()).isoformat()
+    return value
 
 
 #: The member table's column types, by the catalog type of the constant (as SPARK_TYPES casts literals).
@@ -201,5 +230,5 @@ SPARK_TYPE_OF: dict[str, DataType] = {
     "timestamp": TimestampType(), "int": IntegerType(), "long": LongType(), "double": DoubleType(),
     "string": StringType(), "boolean": BooleanType()}
 
-__all__ = ["Member", "OnTemplateFailure", "ROW", "SharedAggregate", "group_rows", "key_column", "member_table",
-           "shared_input", "shared_rows", "template_rows"]
+__all__ = ["Member", "OnTemplateFailure", "ROW", "SharedAggregate", "group_rows", "key_column", "member_array",
+           "member_table", "shared_input", "shared_rows", "template_rows"]
