@@ -65,6 +65,7 @@ from streamwarden.catalog.registry import access_periods
 from streamwarden.engine.columns import MEMBER
 from streamwarden.engine.compiler import EVENT
 from streamwarden.engine.fanout import IO_THREADS, write_per_recipient
+from streamwarden.engine.reuse import BuiltOnce
 from streamwarden.engine.shared import ROW, Member, SharedAggregate, group_rows, shared_input
 from streamwarden.engine.sinks import committed_batches, start_writer, stream_writer
 from streamwarden.language.expressions import parse_timestamp
@@ -171,6 +172,7 @@ class StreamGroup:
         self._lock = threading.Lock()  # members change under the runtime's lock, batches read them under this
         self._stopping = threading.Event()  # set while stop() waits for Spark: a batch gives up the runtime's lock
         self._folders: dict[tuple[str, str], Path] = {}  # (user, query) -> her folder, its path checked
+        self._plans = BuiltOnce()  # the members' plan, rebuilt when they change
 
     @property
     def name(self) -> str:
@@ -236,7 +238,7 @@ class StreamGroup:
         if self.aggregate is not None:  # what the stateful aggregate emits is computed once, whoever reads it
             batch = batch.persist()
         try:
-            rows = self._member_rows(batch, members)
+            rows = self._member_rows(batch, members, live=True)
             if rows is None:
                 batch.write.format("noop").mode("overwrite").save()  # the batch runs: its state moves on
                 return
@@ -266,12 +268,15 @@ class StreamGroup:
         if joiners and batch_id > 0:
             self._backfill({i: hosted[n] for i, n in joiners.items()}, decision, batch_id, batch.sparkSession)
 
-    def _member_rows(self, frame: DataFrame, members: dict[int, tuple["_Running", Hosting]]) -> DataFrame | None:
+    def _member_rows(self, frame: DataFrame, members: dict[int, tuple["_Running", Hosting]], *,
+                     live: bool = False) -> DataFrame | None:
         """Each member's rows of ``frame`` (a tuple group's input, an aggregate group's closed
-        windows), keyed by its index in the batch's decision."""
+        windows), keyed by its index in the batch's decision. ``live``: ``frame`` is a
+        micro-batch, and the plan is built once for these members and reused."""
         listed = [(template, Member(index, graph, template.values)) for index, (_, place) in members.items()
                   for graph, template in place.graphs]
         catalog = self.runtime.catalog
+        lattice = catalog.lattice if catalog is not None else None
 
         def failed(template: Template, failing: Sequence[Member], exc: Exception) -> None:
             """A template Spark no longer accepts (the catalog changed under it): its members fail,
@@ -284,8 +289,14 @@ class StreamGroup:
                     log.error("%s: %s of %s failed: %s", self.name, member.graph, running.pipeline.name,
                               _first_line(exc))
 
-        return group_rows(frame, listed, self.aggregate, catalog.lattice if catalog is not None else None,
-                          on_failure=failed)
+        def build(over: DataFrame) -> DataFrame | None:
+            return group_rows(over, listed, self.aggregate, lattice, on_failure=failed)
+
+        if not live:
+            return build(frame)
+        # the members' templates and constants say the plan, with the levels' lattice it compiles against
+        key = (lattice, tuple((template.key, member) for template, member in listed))
+        return self._plans.over(frame, key, build)
 
     def _decide(self, batch_id: int) -> dict[str, Any]:
         """Who is a member and who receives which event times in micro-batch ``batch_id``: decided

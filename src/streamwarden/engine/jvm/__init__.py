@@ -151,5 +151,14 @@ def security_shield(frame: DataFrame) -> DataFrame:
     return ClassicDataFrame(_jvm_operators(spark).SecurityShield.apply(frame._jdf), spark)
 
 
-__all__ = ["line_numbers", "operators_jar", "rows_window", "security_shield", "sp_encoder", "spark_jars"]
+def rebase(template: DataFrame, placeholder: DataFrame, batch: DataFrame) -> DataFrame | None:
+    """``template`` (a plan built over ``placeholder``) over ``batch``'s rows instead, its plan
+    reused as analysed (``Rebase.java``); None when ``batch``'s columns (names, types,
+    nullability) are not ``placeholder``'s, or ``template`` does not read it exactly once."""
+    spark = batch.sparkSession
+    jdf = _jvm_operators(spark).Rebase.onto(template._jdf, placeholder._jdf, batch._jdf)
+    return None if jdf is None else ClassicDataFrame(jdf, spark)
+
+
+__all__ = ["line_numbers", "rebase", "operators_jar", "rows_window", "security_shield", "sp_encoder", "spark_jars"]
 
