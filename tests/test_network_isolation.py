@@ -128,4 +128,4 @@ def test_a_users_folders_do_not_count_the_micro_batches_she_received_nothing_of(
         for batch_id, batch in zip(batch_ids, batches):
             switch(batch, batch_id)
         names.append(sorted(p.name.split("-")[-1] for p in (tmp_path / case / "out" / "ann" / "q1").glob("batch=*")))
-    assert names[0] == names[1] == ["0000000000", "0000000001"]
+    assert names[0] == names[1] == ["000000000000000", "000000000000001"]  # her cursor: 0 rows before, then 1

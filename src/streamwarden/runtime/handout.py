@@ -1,7 +1,5 @@
-"""A micro-batch's fanned-out rows handed to each of their users, once: the last step of a
-shared group's delivery. (A pipeline of its own, with a few users, still writes them with one
-partitioned write: for three users and forty rows that costs 0.14 s where the fan-out's
-counting job and sorted write cost 0.8 s; at a thousand users the partitioned write costs 7-8 s.)
+"""A micro-batch's fanned-out rows handed to each of their users, once: the last step of every
+delivery, a shared group's and a pipeline of its own.
 
 Each user with rows gets a batch folder of her own in ``DIR/<user>/<query>/``, named by a
 prefix and her cursor (:func:`~streamwarden.runtime.deliveries.deliver_once`), holding her

@@ -73,9 +73,9 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
@@ -83,18 +83,20 @@ from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import AccessChange, Period, RegisteredQuery, access_periods
 from streamwarden.catalog.store import CatalogStore
+from streamwarden.engine.columns import MEMBER
 from streamwarden.engine.compiler import EVENT
 from streamwarden.engine.execute import broken_record, build_job, check_inputs, iso_timestamp, single_value
+from streamwarden.engine.fanout import write_per_recipient
 from streamwarden.engine.jvm import jvm_view
-from streamwarden.engine.sinks import (BatchNumbers, check_checkpoint, committed_batches, read_parts, start_writer,
+from streamwarden.engine.shared import ROW
+from streamwarden.engine.sinks import (check_checkpoint, committed_batches, read_parts, start_writer,
                                       stream_writer)
 from streamwarden.errors import InputError, StreamwardenError, UnsupportedError
 from streamwarden.language.expressions import parse_timestamp
-from streamwarden.names import check_name, make_private, open_private, private_dir, safe_path
+from streamwarden.names import check_name, open_private, private_dir, safe_path
 from streamwarden.plan.nodes import sources
-from streamwarden.runtime.deliveries import record_delivery
 from streamwarden.runtime.groups import Hosting, StreamGroup, group_of, hosting
-from streamwarden.runtime.network_replay import within_periods
+from streamwarden.runtime.handout import Handout, batch_key, hand_out
 from streamwarden.runtime.plan import NetworkPlan, Pipeline, collector_paused, plan_network
 from streamwarden.runtime.quarantine import QuarantineLog
 from streamwarden.runtime.runner import StreamsRunner
@@ -109,7 +111,6 @@ REGISTRATION = "registration.json"  # in a query's checkpoint folder: the regist
 DECISIONS = "decisions"  # in a pipeline's checkpoint: each micro-batch's delivery decision, until committed
 MARKER = ".streamwarden-network"  # in the output folder: which checkpoint root writes into it
 STATUS = "_access.json"  # per user and query: do they receive it now, and why not
-_TO = "_to"
 log = logging.getLogger("streamwarden.network")  # network run prints its warnings, serve logs them
 
 
@@ -655,7 +656,9 @@ def _receiving(plan: NetworkPlan, query: RegisteredQuery, user: str, periods: li
 
 class _TerminalSwitch:
     """``foreachBatch``: every user of the pipeline gets the batch's rows inside their grant
-    periods, in one partitioned write, each part then moved into the user's folder."""
+    periods, by the same road as a shared group's members: one fan-out
+    (:mod:`streamwarden.engine.fanout`), then each user's share handed out once
+    (:mod:`streamwarden.runtime.handout`)."""
 
     def __init__(self, runtime: NetworkRuntime, running: _Running):
         self.runtime = runtime
@@ -670,38 +673,31 @@ class _TerminalSwitch:
         on_result = pipeline.rewriting.on_result
         if on_result:
             batch = self._spgen(batch, running)
-        tag = f"{self.name.replace('-', '_')}_{batch_id}"
-        observed = Observation(f"emitted_{tag}")
-        batch = batch.observe(observed, iso_timestamp(F.max(EVENT)).alias("latest"), F.count(F.lit(1)).alias("rows"))
-        counted = Observation(f"delivered_{tag}")
-        if recipients:
-            to = F.array_compact(F.array(*[F.when(within_periods(p), F.lit(i)) for i, _, p in recipients]))
-            staging = runtime.root / ".staging" / f"{self.name}-{batch_id}"
-            delivered = batch.select(F.explode(to).alias(_TO), F.col("_row"))
-            delivered = delivered.observe(counted, *[F.sum((F.col(_TO) == i).cast("long")).alias(str(i))
-                                                     for i, _, _ in recipients])
-            delivered.write.mode("overwrite").partitionBy(_TO).text(str(staging))  # the batch's one write
-            for i, user, _ in recipients:
-                delivered_now = int(counted.get.get(str(i)) or 0)
-                if delivered_now:
-                    # Numbered by the user's own sequence, not Spark's batch id: gaps in Spark's ids
-                    # would count the micro-batches whose rows she did not receive (hidden arrivals).
-                    number = BatchNumbers(running.checkpoint / "numbers" / f"{user}.json").number(batch_id)
-                    name = f"batch={pipeline.fingerprint[:12]}-{number:010d}"
-                    self._move(staging / f"{_TO}={i}", user, pipeline.query.id, name)
-                    if on_result and running.spgen is not None:
-                        self._policy_first(user, pipeline, name, running.spgen)
-                    # the batch's rows are in place: now they count for cursors
-                    record_delivery(safe_path(runtime.output, user, pipeline.query.id), name, delivered_now)
-                running.rows[user] = running.rows.get(user, 0) + delivered_now
-            shutil.rmtree(staging, ignore_errors=True)
-        else:
-            batch.write.format("noop").mode("overwrite").save()  # still runs the batch, for what it emitted
-        emitted_rows = int(observed.get.get("rows") or 0)
-        delivered_rows = {user: int(counted.get.get(str(i)) or 0) for i, user, _ in recipients} if recipients else {}
+        # the pipeline is the one member of its rows; read twice (each user's share, what it emitted)
+        rows = batch.select(F.col(EVENT), F.lit(0).cast("long").alias(MEMBER), F.col(ROW)).persist()
+        try:
+            periods = [(i, 0, start, end) for i, _, spans in recipients for start, end in spans]
+            scratch = runtime.root / ".staging" / f"{self.name}-{batch_id}"
+            with write_per_recipient(rows, periods, scratch, emitted=True) as fanned:
+                handouts = []
+                for i, user, _ in recipients:
+                    if i not in fanned.received:
+                        continue
+                    runtime._user_folder(user)
+                    folder = private_dir(safe_path(runtime.output, user, pipeline.query.id))
+                    handouts.append(Handout(i, folder, f"batch={pipeline.fingerprint[:12]}-",
+                                            self._policy_for(user) if on_result else None))
+                # named by the user's own cursor, not Spark's batch id: gaps in Spark's ids would
+                # count the micro-batches whose rows she did not receive (hidden arrivals)
+                hand_out(fanned, handouts, batch_key(running.checkpoint / "spark", "live", batch_id), runtime.output)
+        finally:
+            rows.unpersist()
+        delivered_rows = {user: fanned.received.get(i, 0) for i, user, _ in recipients}
+        for user, count in delivered_rows.items():
+            running.rows[user] = running.rows.get(user, 0) + count
+        emitted_rows, latest = fanned.emitted.get(0, (0, None))
         for user in pipeline.users:  # the terminal switch's decisions, for operators (metrics)
             running.withheld[user] = running.withheld.get(user, 0) + emitted_rows - delivered_rows.get(user, 0)
-        latest = observed.get.get("latest")
         if latest is not None:
             runtime._emitted(running, parse_timestamp(latest))
         running.batches += 1
@@ -758,7 +754,15 @@ class _TerminalSwitch:
         return batch.drop(EARLIEST).withColumn("_row", F.concat(F.expr("substring(_row, 1, length(_row) - 1)"),
                                                                  F.lit(stamp)))
 
-    def _policy_first(self, user: str, pipeline: Pipeline, batch_folder: str, at: datetime) -> None:
+    def _policy_for(self, user: str) -> Callable[[str], None] | None:
+        """ON RESULT: what puts SPGen's policy ahead of ``user``'s rows in a batch folder."""
+        running = self.running
+        at = running.spgen
+        if at is None:
+            return None
+        return lambda batch_folder: self._policy_first(user, running.pipeline, batch_folder, at=at)
+
+    def _policy_first(self, user: str, pipeline: Pipeline, batch_folder: str, *, at: datetime) -> None:
         """SPGen's policy records ahead of the first rows a user receives (a file that sorts before
         Spark's parts in the same batch folder: the user's output is itself a punctuated stream)."""
         folder = safe_path(self.runtime.output, user, pipeline.query.id)
@@ -769,17 +773,6 @@ class _TerminalSwitch:
         target = folder / batch_folder / name
         with open_private(target) as handle:
             handle.write("".join(line + "\n" for line in lines))
-
-    def _move(self, part: Path, user: str, query: str, name: str) -> None:
-        """The staged rows of one user into ``DIR/<user>/<query>/<name>/`` (replacing a retried batch's)."""
-        target = safe_path(self.runtime.output, user, query, name)  # never outside the output folder
-        shutil.rmtree(target, ignore_errors=True)
-        if not part.exists():
-            return
-        self.runtime._user_folder(user)
-        private_dir(target.parent)
-        make_private(part)  # 0700 folders, 0600 files, whatever Spark's umask was
-        shutil.move(str(part), str(target))
 
 
 def _move_aside(source: Path, target: Path) -> None:
