@@ -1,15 +1,15 @@
 """Each user's rows of each query in delivery order, addressed by durable cursors.
 
-A running network moves every micro-batch's rows for a user into a folder of its own,
-``DIR/<user>/<query>/batch=<fingerprint>-<N>/`` (N: the user's own sequence of batches
-with rows, or for a group's deliveries ``g`` and the cursor before the batch: either way the
-names count nothing she did not receive), then appends one line to that query's delivery
-log ``_delivered.jsonl``::
+A running network puts every micro-batch's rows for a user into a folder of its own,
+``DIR/<user>/<query>/batch=<fingerprint>-<C>/`` (C: the cursor before the batch, ``g<C>``
+for a shared group's: the names count nothing she did not receive; outputs of earlier
+versions numbered her batches ``<N>`` instead), then appends one line to that query's
+delivery log ``_delivered.jsonl`` (:func:`deliver_once`)::
 
-    {"batch": "batch=3fa2b0c91d2e-0000000007", "rows": 12, "end": 40}
+    {"batch": "batch=3fa2b0c91d2e-000000000000028", "rows": 12, "end": 40, "key": "5f0c…:live-7"}
 
-(``end``: the cursor after the batch; a group's deliveries also name their ``key``, the
-micro-batch that made them, so that a batch Spark runs again is recognised.)
+(``end``: the cursor after the batch; ``key``: the micro-batch that made it, so that a batch
+Spark runs again is recognised.)
 
 The log is the delivery order. A row's *cursor* is the number of rows delivered before
 and including it: ``after=N`` resumes after the N-th row. Cursors stay valid across a
@@ -18,8 +18,8 @@ crash and a restart because nothing they count ever moves:
 * Spark replays an unfinished micro-batch with the same id and the same input, so a
   batch written again (after ``kill -9`` between the move and Spark's commit) lands in
   the same folder with the same rows, and its log line is not appended twice.
-* Within a batch, rows are ordered by their JSON text, not by Spark's part files (whose
-  split differs between attempts).
+* Within a batch, rows are read in the order of their JSON text, never by how Spark split
+  them into part files (which differs between attempts).
 * A line cut short by a crash is ignored by readers and removed by the next append.
 
     >>> import tempfile
@@ -77,9 +77,10 @@ class Page:
 
 
 def record_delivery(folder: str | os.PathLike[str], batch: str, rows: int) -> None:
-    """Log that ``batch`` (a folder in ``folder``) delivered ``rows`` rows, once: a batch Spark
-    replays after a crash is already logged. Called by the network's terminal switch only, one
-    thread per query and user, after the batch's rows are in place."""
+    """Log that ``batch`` (a folder in ``folder``, named by its writer) delivered ``rows`` rows,
+    once: a batch logged already is not logged again. The network's own deliveries go through
+    :func:`deliver_once`, which names the batch by the cursor and records what made it; this
+    logs a batch put in place otherwise (a log as earlier versions wrote it)."""
     log = Path(folder) / LOG
     # Spark replays only its latest micro-batch, so a batch logged already is among the last
     # entries: the log's tail is read, not the whole run's log at every delivery.
