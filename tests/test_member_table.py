@@ -76,3 +76,12 @@ def test_random_constants_arrive_as_spark_would_take_them(spark, values) -> None
     types = ("string", "double", "long", "timestamp")
     got, want = through_spark(spark, types, values), oracle(spark, types, values)
     assert all(same(g, w) for a, b in zip(got, want) for g, w in zip(a, b)), (got, want)
+
+
+@pytest.mark.parametrize("dtype,value", [("int", 2**31), ("long", 2**63), ("int", "7"), ("boolean", 1),
+                                         ("timestamp", "2026-03-01"), ("double", True), ("string", 7)])
+def test_a_constant_spark_would_refuse_fails_while_the_plan_is_built(spark, dtype: str, value: Any) -> None:
+    """Spark folds the constants only when a micro-batch runs: a refusal then would fail every
+    member's batch. Refused while building, the template fails alone (its members reported)."""
+    with pytest.raises(ValueError, match="does not fit the type"):
+        member_table(spark, Typed((dtype,)), [Member(0, "g", (value,))])

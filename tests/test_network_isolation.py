@@ -129,3 +129,32 @@ def test_a_users_folders_do_not_count_the_micro_batches_she_received_nothing_of(
             switch(batch, batch_id)
         names.append(sorted(p.name.split("-")[-1] for p in (tmp_path / case / "out" / "ann" / "q1").glob("batch=*")))
     assert names[0] == names[1] == ["000000000000000", "000000000000001"]  # her cursor: 0 rows before, then 1
+
+
+def test_a_batch_an_earlier_version_delivered_is_not_delivered_again_after_an_upgrade(spark, tmp_path) -> None:
+    """An earlier version numbered a user's batches by a sequence in the checkpoint and logged no
+    micro-batch id. It delivered micro-batch 5 and died before Spark committed it; the upgraded
+    network runs batch 5 again. She must not get its rows twice; batch 6 is hers as usual."""
+    from streamwarden.runtime.deliveries import record_delivery
+    store = sqlite_url(tmp_path / "store.db")
+    server = AuthorizationServer(store)
+    server.register([RegisteredQuery("q1", ("ann",), "SELECT a FROM S")], CATALOG)
+    server.grant("q1", "ann", T0)
+    rt = network(spark, tmp_path, store)
+    rt.poll(force=True)
+    rt.stop()
+    running = next(iter(rt.running.values()))
+    switch = _TerminalSwitch(rt, running)
+    rows = spark.createDataFrame([(T0, json.dumps({"a": 1})), (T0, json.dumps({"a": 2}))],
+                                 f"{EVENT} timestamp, _row string")
+    ann = tmp_path / "out" / "ann" / "q1"
+    old = f"batch={running.pipeline.fingerprint[:12]}-0000000003"  # what the earlier version wrote
+    (ann / old).mkdir(parents=True)
+    (ann / old / "part-00000.txt").write_text('{"a":1}\n{"a":2}\n', encoding="utf-8")
+    record_delivery(ann, old, 2)
+    (running.checkpoint / "numbers").mkdir(parents=True, exist_ok=True)
+    (running.checkpoint / "numbers" / "ann.json").write_text('{"batch": 5, "number": 3}\n', encoding="utf-8")
+    switch(rows, 5)
+    assert [d.rows for d in deliveries(ann)] == [2]
+    switch(rows, 6)
+    assert [d.rows for d in deliveries(ann)] == [2, 2] and read_rows(ann, after=0, limit=10).next == 4

@@ -211,18 +211,39 @@ def member_array(template: Template, members: Sequence[Member]) -> Column:
     schema = StructType([StructField(MEMBER, LongType()), StructField(GRAPH_OF_MEMBER, StringType()),
                          *[StructField(param_column(i), SPARK_TYPE_OF[t]) for i, t in enumerate(template.types)]])
     names = schema.fieldNames()
-    text = json.dumps([dict(zip(names, (m.index, m.graph, *map(_json_constant, m.values)))) for m in members],
-                      ensure_ascii=False)
+    text = json.dumps([dict(zip(names, (m.index, m.graph, *map(_json_constant, m.values, template.types))))
+                       for m in members], ensure_ascii=False)
     return F.from_json(F.lit(text), ArrayType(schema), {"mode": "FAILFAST"})
 
 
-def _json_constant(value: Any) -> Any:
-    """A constant as JSON that Spark's ``from_json`` reads back as the same value: a time as
-    ISO 8601 with its offset (a naive one is the driver's local time, as ``F.lit`` takes it);
-    NaN and infinities as the bare words Spark accepts."""
+def _json_constant(value: Any, dtype: str) -> Any:
+    """A constant of catalog type ``dtype`` as JSON that Spark's ``from_json`` reads back as the
+    same value: a time as ISO 8601 with its offset (a naive one is the driver's local time, as
+    ``F.lit`` takes it); NaN and infinities as the bare words Spark accepts.
+
+    Checked here, while the plan is built: Spark folds the literal only when a micro-batch
+    runs, and a constant it refused then would fail the whole group's batch, every member's,
+    where a template that cannot be built fails alone.
+
+        >>> _json_constant(7, "int"), _json_constant(2**40, "int")
+        Traceback (most recent call last):
+        ...
+        ValueError: the constant 1099511627776 does not fit the type int
+    """
+    low, high = _RANGES.get(dtype, (None, None))
+    fits = {"int": isinstance(value, int) and not isinstance(value, bool),
+            "long": isinstance(value, int) and not isinstance(value, bool),
+            "double": isinstance(value, (int, float)) and not isinstance(value, bool),
+            "string": isinstance(value, str), "boolean": isinstance(value, bool),
+            "timestamp": isinstance(value, datetime)}.get(dtype, False)
+    if value is not None and (not fits or (low is not None and not low <= value <= high)):
+        raise ValueError(f"the constant {value!r} does not fit the type {dtype}")
     if isinstance(value, datetime):
         return (value if value.tzinfo is not None else value.astimezone()).isoformat()
     return value
+
+
+_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
 
 
 #: The member table's column types, by the catalog type of the constant (as SPARK_TYPES casts literals).

@@ -95,6 +95,7 @@ from streamwarden.errors import InputError, StreamwardenError, UnsupportedError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import check_name, open_private, private_dir, safe_path
 from streamwarden.plan.nodes import sources
+from streamwarden.runtime.deliveries import deliveries
 from streamwarden.runtime.groups import Hosting, StreamGroup, group_of, hosting
 from streamwarden.runtime.handout import Handout, batch_key, hand_out
 from streamwarden.runtime.plan import NetworkPlan, Pipeline, collector_paused, plan_network
@@ -685,6 +686,8 @@ class _TerminalSwitch:
                         continue
                     runtime._user_folder(user)
                     folder = private_dir(safe_path(runtime.output, user, pipeline.query.id))
+                    if _numbered_before(running.checkpoint, folder, pipeline.fingerprint, user, batch_id):
+                        continue
                     handouts.append(Handout(i, folder, f"batch={pipeline.fingerprint[:12]}-",
                                             self._policy_for(user) if on_result else None))
                 # named by the user's own cursor, not Spark's batch id: gaps in Spark's ids would
@@ -773,6 +776,23 @@ class _TerminalSwitch:
         target = folder / batch_folder / name
         with open_private(target) as handle:
             handle.write("".join(line + "\n" for line in lines))
+
+
+def _numbered_before(checkpoint: Path, folder: Path, fingerprint: str, user: str, batch_id: int) -> bool:
+    """Whether an earlier version of streamwarden delivered micro-batch ``batch_id`` to ``user``
+    already: it numbered her batches by a sequence kept in the checkpoint (``numbers/<user>.json``:
+    the last batch id and its number) and logged ``batch=<pipeline>-<number>``, with no record of
+    the micro-batch. Spark runs the batch a crash interrupted again after an upgrade; without
+    this check its rows would reach her twice, under a cursor name."""
+    record = checkpoint / "numbers" / f"{user}.json"
+    try:
+        numbered = json.loads(record.read_text(encoding="utf-8"))
+        if int(numbered["batch"]) != batch_id:
+            return False
+        name = f"batch={fingerprint[:12]}-{int(numbered['number']):010d}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return any(d.batch == name for d in deliveries(folder))
 
 
 def _move_aside(source: Path, target: Path) -> None:
