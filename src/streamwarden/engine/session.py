@@ -18,7 +18,10 @@ before Spark starts). ``spark.master`` is given with ``--master``, not ``--conf`
 Shuffle partitions and default parallelism follow the master's cores (``local[N]``: N,
 ``local[*]``: this machine's, ``local-cluster[n,c,m]``: n × c); on a real cluster Spark's
 own defaults stand unless ``--conf`` sets them. A streaming query keeps the shuffle
-partitions it started with in its checkpoint.
+partitions it started with in its checkpoint. So does the number of partitions a limited
+collect reads in its first job (``spark.sql.limit.initialNumPartitions``, Spark's default
+1): a micro-batch's few rows, collected with a bound (:mod:`streamwarden.engine.fanout`),
+come in one job rather than one job for the first partition and another for the rest.
 
 Off a ``local[...]`` master, the package ships to the executors
 (:mod:`streamwarden.engine.shipping`), so a node without streamwarden installed runs its
@@ -60,6 +63,7 @@ CONF_ENV = "STREAMWARDEN_SPARK_CONF"
 DEFAULT_MASTER = "local[2]"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 PARALLELISM = "spark.default.parallelism"
+LIMIT_PARTITIONS = "spark.sql.limit.initialNumPartitions"
 
 #: Settings streamwarden's security relies on: refused if any layer changes them.
 PROTECTED = {
@@ -180,7 +184,7 @@ def spark_settings(master: str | None = None, conf: Sequence[str] = (),
     settings = dict(_DEFAULTS)
     cores = master_cores(chosen)
     if cores is not None:  # a local master's cores; on a cluster's, Spark's defaults stand
-        settings[SHUFFLE_PARTITIONS] = settings[PARALLELISM] = str(cores)
+        settings[SHUFFLE_PARTITIONS] = settings[PARALLELISM] = settings[LIMIT_PARTITIONS] = str(cores)
     settings.update(from_environment)
     settings.update(from_command_line)
     return SparkSettings(chosen, MappingProxyType(settings))
