@@ -111,3 +111,13 @@ def test_a_period_in_another_time_zone_or_naive_is_the_same_instant(spark, tmp_p
     periods = [(0, 0, start, None), (1, 0, T0, naive)]
     with write_per_recipient(frame(spark, rows), periods, tmp_path / "scratch", few_rows=few_rows) as fanned:
         assert fanned.received == {0: 9, 1: 6}
+
+
+def test_a_long_row_is_laid_out_not_collected_and_arrives_whole(spark, tmp_path) -> None:
+    """A provider's record as long as it likes must not fill the driver's memory: a batch with a
+    row longer than SHORT_ROW_BYTES takes the laid-out road, with the same bytes."""
+    from streamwarden.engine.fanout import SHORT_ROW_BYTES
+    rows = [(0, 1, "x" * (SHORT_ROW_BYTES + 1)), (0, 2, "short")]
+    with write_per_recipient(frame(spark, rows), [(0, 0, T0, None)], tmp_path / "scratch") as fanned:
+        assert (tmp_path / "scratch").exists()  # laid out
+        assert received(fanned, range(1), tmp_path) == expected(rows, [(0, 0, T0, None)])

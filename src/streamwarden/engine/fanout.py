@@ -11,11 +11,13 @@ pass, and each recipient's rows are then a byte range that the driver copies int
 her own (``copy_file_range``: no row passes through Python).
 
 A micro-batch of a few rows (at most :data:`FEW_ROWS`, what a stream at a few thousand
-rows a second brings in a trigger) is not laid out: laying out takes four Spark jobs with
-two shuffles, about half a second on two cores whatever the rows, where collecting the
-rows to the driver takes one job (30-50 ms). The driver then sorts them per recipient and
-writes each recipient's file from memory. The probe is the collect itself (of at most
-``FEW_ROWS + 1`` rows): a larger batch pays one small job more and is laid out.
+rows a second brings in a trigger, none longer than :data:`SHORT_ROW_BYTES`) is not laid
+out: laying out takes four Spark jobs with two shuffles, about half a second on two cores
+whatever the rows, where collecting the rows to the driver takes one job (30-50 ms). The
+driver then sorts them per recipient and writes each recipient's file from memory. The
+probe is the collect itself (of at most ``FEW_ROWS + 1`` rows, a long row's text left
+out): a larger batch pays one small job more and is laid out. The two bounds cap what a
+batch can put in the driver's memory (80 MiB of text), whatever a provider's records hold.
 
 Within a recipient's file the rows are in event-time order, then by their text (in both
 ways: Spark orders strings by their UTF-8 bytes, which is Python's order of code points):
@@ -50,9 +52,10 @@ TO = "_to"  # the recipient's number
 PART = "part-00000.txt"
 #: Threads that write recipients' files and delivery logs side by side.
 IO_THREADS = 4
-#: Up to this many rows, a fan-out collects the rows to the driver instead of laying them out
-#: (a few MiB of JSON text at most).
+#: Up to this many rows, a fan-out collects the rows to the driver instead of laying them out...
 FEW_ROWS = 20_000
+#: ... when none of them is longer than this (UTF-8 bytes): at most 80 MiB of text in memory.
+SHORT_ROW_BYTES = 4096
 _SLOT = "_slot"  # the laid-out file a recipient's rows are in
 _TIMESTAMP = TimestampType()
 
@@ -137,7 +140,7 @@ class _Collected(FannedOut):
 def write_per_recipient(rows: DataFrame, periods: Sequence[tuple[int, int, datetime, datetime | None]],
                         scratch: Path, *, emitted: bool = False, few_rows: int = FEW_ROWS) -> FannedOut:
     """Each recipient's rows ready for :meth:`FannedOut.copy` (laid out in ``scratch`` until
-    the result is closed, or, up to ``few_rows`` rows, in memory).
+    the result is closed, or, up to ``few_rows`` rows none of them long, in memory).
 
     ``periods`` lists ``(r, member, from, until)``: recipient ``r`` receives the rows of
     ``member`` whose event time is in ``[from, until)`` (``until`` None: open). A recipient
@@ -145,9 +148,10 @@ def write_per_recipient(rows: DataFrame, periods: Sequence[tuple[int, int, datet
     ``emitted``: count each member's rows too (``rows`` is read more than once: persist it)."""
     if not periods and not emitted:
         return FannedOut({}, {})
+    short = F.when(F.octet_length(ROW) <= SHORT_ROW_BYTES, F.col(ROW))  # a long row: NULL, and laid out
     few = rows.select(F.col(MEMBER), F.unix_micros(EVENT).alias(EVENT), iso_timestamp(F.col(EVENT)).alias("_at"),
-                      F.col(ROW)).limit(few_rows + 1).collect()
-    if len(few) <= few_rows:
+                      short.alias(ROW)).limit(few_rows + 1).collect()
+    if len(few) <= few_rows and all(row[3] is not None for row in few):
         return _collect(few, periods, emitted)
     return _lay_out(rows, periods, scratch, emitted)
 
@@ -280,4 +284,4 @@ def _copy_range(source: int, offset: int, size: int, target: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["FEW_ROWS", "FanOutError", "FannedOut", "IO_THREADS", "PART", "TO", "write_per_recipient"]
+__all__ = ["FEW_ROWS", "SHORT_ROW_BYTES", "FanOutError", "FannedOut", "IO_THREADS", "PART", "TO", "write_per_recipient"]
