@@ -1,26 +1,27 @@
-"""record_delivery and deliver_once log a batch once, reading only the log's tail: the cost of a
-delivery does not grow with the length of the run, and a replayed batch (Spark replays its
-latest) is not logged twice, nor its rows placed under a second name."""
+"""deliver_once logs a batch once, reading only the log's tail: the cost of a delivery does not
+grow with the length of the run, and a replayed batch (Spark replays its latest) is not logged
+twice, nor its rows placed under a second name."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-from streamwarden.runtime.deliveries import (LOG, TAIL_BYTES, deliver_once, deliveries, flush, read_rows,
-                                           record_delivery)
+from streamwarden.runtime.deliveries import LOG, TAIL_BYTES, deliver_once, deliveries, flush, read_rows
 
 
 def test_a_replayed_batch_is_logged_once_however_long_the_log(tmp_path: Path) -> None:
-    entries = TAIL_BYTES // 20 + 100  # more than the tail holds
-    (tmp_path / LOG).write_text("".join(f'{{"batch": "b{i:08d}", "rows": 1}}\n'
-                                                       for i in range(entries)))
-    assert len(deliveries(tmp_path)) == entries  # the log's name and format, as record_delivery writes it
-    record_delivery(tmp_path, f"b{entries - 1:08d}", 1)  # the latest, again (a replay)
-    record_delivery(tmp_path, "b99999999", 3)
-    record_delivery(tmp_path, "b99999999", 3)
+    entries = TAIL_BYTES // 40 + 100  # more than the tail holds
+    (tmp_path / LOG).write_text("".join(f'{{"batch": "b{i:08d}", "rows": 1, "end": {i + 1}, "key": "live-{i}"}}\n'
+                                        for i in range(entries)))
+    assert len(deliveries(tmp_path)) == entries  # the log's name and format, as deliver_once writes it
+    placed: list[str] = []
+    assert not deliver_once(tmp_path, f"live-{entries - 1}", 1, "b-", placed.append)  # the latest, again
+    assert deliver_once(tmp_path, "live-new", 3, "b-", placed.append)
+    assert not deliver_once(tmp_path, "live-new", 3, "b-", placed.append)
     logged = deliveries(tmp_path)
-    assert len(logged) == entries + 1 and logged[-1].batch == "b99999999" and logged[-1].rows == 3
+    assert placed == [f"b-{entries:015d}"]
+    assert len(logged) == entries + 1 and logged[-1].rows == 3 and logged[-1].end == entries + 3
 
 
 def _put(folder: Path, rows: int):  # type: ignore[no-untyped-def]
@@ -67,7 +68,7 @@ def test_a_log_an_earlier_version_wrote_without_cursors_still_counts(tmp_path: P
                                 '{"batch": "batch=a-0000000001", "rows": 2}\n')
     deliver_once(tmp_path, "k", 1, "batch=f-g", _put(tmp_path, 1))
     assert deliveries(tmp_path)[-1].batch == "batch=f-g000000000000007"
-    record_delivery(tmp_path, "batch=b-1", 3)
+    deliver_once(tmp_path, "k2", 3, "batch=f-g", _put(tmp_path, 3))
     assert deliveries(tmp_path)[-1].end == 11
 
 

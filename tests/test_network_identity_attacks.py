@@ -14,7 +14,7 @@ from streamwarden.catalog.authorization import AuthorizationServer
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.registry import RegisteredQuery
 from streamwarden.catalog.store import sqlite_url
-from streamwarden.runtime.deliveries import read_rows, record_delivery
+from streamwarden.runtime.deliveries import deliver_once, read_rows
 from streamwarden.runtime.network import NetworkRuntime, _TerminalSwitch
 
 WITH_EVE = "streams:\n  S: {schema: {ts: timestamp, a: int}}\nusers: {ann: {}, eve: {}}\n"
@@ -40,9 +40,13 @@ def _declare_eve_again(server: AuthorizationServer) -> None:
 def test_a_user_declared_again_between_two_polls_does_not_read_her_predecessors_rows(tmp_path):
     server, runtime = _network(tmp_path)
     folder = tmp_path / "out" / "eve" / "q1"
-    (folder / "batch=abc-0000000001").mkdir(parents=True)
-    (folder / "batch=abc-0000000001" / "part-0.txt").write_text('{"a":1}\n')
-    record_delivery(folder, "batch=abc-0000000001", 1)  # rows the first eve received
+    folder.mkdir(parents=True, exist_ok=True)  # the network made it private when it planned
+
+    def place(name: str) -> None:
+        (folder / name).mkdir()
+        (folder / name / "part-0.txt").write_text('{"a":1}\n')
+
+    deliver_once(folder, "live-1", 1, "batch=abc-", place)  # rows the first eve received
     _declare_eve_again(server)
     runtime.poll()
     assert read_rows(tmp_path / "out" / "eve" / "q1", after=0, limit=10).lines == []

@@ -135,7 +135,6 @@ def test_a_batch_an_earlier_version_delivered_is_not_delivered_again_after_an_up
     """An earlier version numbered a user's batches by a sequence in the checkpoint and logged no
     micro-batch id. It delivered micro-batch 5 and died before Spark committed it; the upgraded
     network runs batch 5 again. She must not get its rows twice; batch 6 is hers as usual."""
-    from streamwarden.runtime.deliveries import record_delivery
     store = sqlite_url(tmp_path / "store.db")
     server = AuthorizationServer(store)
     server.register([RegisteredQuery("q1", ("ann",), "SELECT a FROM S")], CATALOG)
@@ -151,7 +150,7 @@ def test_a_batch_an_earlier_version_delivered_is_not_delivered_again_after_an_up
     old = f"batch={running.pipeline.fingerprint[:12]}-0000000003"  # what the earlier version wrote
     (ann / old).mkdir(parents=True)
     (ann / old / "part-00000.txt").write_text('{"a":1}\n{"a":2}\n', encoding="utf-8")
-    record_delivery(ann, old, 2)
+    (ann / "_delivered.jsonl").write_text(json.dumps({"batch": old, "rows": 2}) + "\n", encoding="utf-8")
     (running.checkpoint / "numbers").mkdir(parents=True, exist_ok=True)
     (running.checkpoint / "numbers" / "ann.json").write_text('{"batch": 5, "number": 3}\n', encoding="utf-8")
     switch(rows, 5)

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from streamwarden.catalog.identity import create_token
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.store import CatalogStore
-from streamwarden.runtime.deliveries import record_delivery
+from streamwarden.runtime.deliveries import deliver_once
 from streamwarden.service.app import Service, create_app
 from streamwarden.service.server import ServeOptions, open_service
 
@@ -90,8 +90,13 @@ def client(service: Service) -> Iterator[TestClient]:
 
 
 def deliver(service: Service, user: str, internal: str, batch: int, rows: list[str]) -> None:
-    """Rows delivered to ``user`` as the network's terminal switch writes them."""
-    folder = service.output / user / internal / f"batch=abc-{batch:010d}"
+    """Rows delivered to ``user`` as the network's terminal switch delivers them (micro-batch
+    ``batch``: delivered once, however often this is called with it)."""
+    folder = service.output / user / internal
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "part-00000-x.txt").write_text("".join(r + "\n" for r in rows), encoding="utf-8")
-    record_delivery(folder.parent, folder.name, len(rows))
+
+    def place(name: str) -> None:
+        (folder / name).mkdir()
+        (folder / name / "part-00000-x.txt").write_text("".join(r + "\n" for r in rows), encoding="utf-8")
+
+    deliver_once(folder, f"live-{batch}", len(rows), "batch=abc-", place)

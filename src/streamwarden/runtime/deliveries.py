@@ -24,8 +24,9 @@ crash and a restart because nothing they count ever moves:
 
     >>> import tempfile
     >>> folder = Path(tempfile.mkdtemp())
-    >>> (folder / "batch=a-1").mkdir(); _ = (folder / "batch=a-1" / "part-0.txt").write_text('{"x":2}\\n{"x":1}\\n')
-    >>> record_delivery(folder, "batch=a-1", 2); record_delivery(folder, "batch=a-1", 2)  # a replayed batch
+    >>> def place(name): (folder / name).mkdir(); _ = (folder / name / "part-0.txt").write_text('{"x":2}\\n{"x":1}\\n')
+    >>> deliver_once(folder, "live-4", 2, "batch=a-", place), deliver_once(folder, "live-4", 2, "batch=a-", place)
+    (True, False)
     >>> read_rows(folder, after=0, limit=10).rows, read_rows(folder, after=1, limit=10).next
     ([{'x': 1}, {'x': 2}], 2)
 """
@@ -74,20 +75,6 @@ class Page:
     @property
     def rows(self) -> list[dict]:
         return [json.loads(line) for line in self.lines]
-
-
-def record_delivery(folder: str | os.PathLike[str], batch: str, rows: int) -> None:
-    """Log that ``batch`` (a folder in ``folder``, named by its writer) delivered ``rows`` rows,
-    once: a batch logged already is not logged again. The network's own deliveries go through
-    :func:`deliver_once`, which names the batch by the cursor and records what made it; this
-    logs a batch put in place otherwise (a log as earlier versions wrote it)."""
-    log = Path(folder) / LOG
-    # Spark replays only its latest micro-batch, so a batch logged already is among the last
-    # entries: the log's tail is read, not the whole run's log at every delivery.
-    entries, intact = _read_log(log, tail=TAIL_BYTES)
-    if any(e.batch == batch for e in entries):
-        return
-    _append(log, Delivery(batch, rows, _end(log, entries) + rows), intact)
 
 
 def deliver_once(folder: str | os.PathLike[str], key: str, rows: int, prefix: str,
@@ -234,7 +221,7 @@ def _batch_lines(batch: Path) -> list[str] | None:
     return lines
 
 
-#: How much of a delivery log's end :func:`record_delivery` reads (about a thousand entries).
+#: How much of a delivery log's end :func:`deliver_once` reads (about a thousand entries).
 TAIL_BYTES = 64 * 1024
 
 
@@ -264,5 +251,4 @@ def _read_log(log: Path, *, tail: int | None = None) -> tuple[list[Delivery], bo
     return entries, data.endswith(b"\n") or not data
 
 
-__all__ = ["LOG", "MAX_CURSOR", "Delivery", "Page", "deliver_once", "deliveries", "delivered", "flush", "read_rows",
-           "record_delivery"]
+__all__ = ["LOG", "MAX_CURSOR", "Delivery", "Page", "deliver_once", "deliveries", "delivered", "flush", "read_rows"]
