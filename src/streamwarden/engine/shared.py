@@ -179,18 +179,68 @@ def group_rows(frame: DataFrame, members: Sequence[tuple[Template, Member]], agg
 
 
 def _with_members(batch: DataFrame, template: Template, members: Sequence[Member]) -> DataFrame:
-    """``batch`` with each tuple beside its template's members: on the template's equality keys,
-    a hash join with the member table (broadcast); without keys, every tuple meets every
-    member, each tuple's row repeated once per member by a generator over the members'
-    constant array (a join would broadcast the table: one more Spark job per micro-batch)."""
-    if not template.keys:
+    """``batch`` with each tuple beside the members it may belong to: on the template's equality
+    keys, a hash join with the member table (broadcast); without keys, every member, each
+    tuple's row repeated once per member by a generator over the members' constant array (a
+    join would broadcast the table: one more Spark job per micro-batch). With many members
+    and a range conjunct, the range index (:func:`_ranked`) keeps a tuple from meeting the
+    members whose constant it cannot pass. The template's own predicate decides afterwards:
+    both only leave out pairs that predicate would refuse."""
+    ranked = _ranked(template, members)
+    if not template.keys and ranked is None:
         return batch.select("*", F.inline(member_array(template, members)))
     table = member_table(batch.sparkSession, template, members)
     condition = None
     for attribute, index in template.keys:
         equal = F.col(physical_name(template.stream, attribute)) == table[param_column(index)]
         condition = equal if condition is None else condition & equal
-    return batch.join(table, condition, "inner")
+    if ranked is not None:
+        attribute, op, index, edges = ranked
+        table = F.broadcast(table.withColumn(_BUCKET, _rank(edges, F.col(param_column(index)))))
+        rank = _rank(edges, F.col(physical_name(template.stream, attribute)))
+        # c < v or c <= v gives rank(c) <= rank(v); c > v or c >= v gives rank(c) >= rank(v)
+        buckets = F.sequence(F.lit(0), rank) if op in (">", ">=") else F.sequence(rank, F.size(edges))
+        batch = batch.withColumn(_BUCKETS, F.explode(buckets))
+        same = batch[_BUCKETS] == table[_BUCKET]
+        condition = same if condition is None else condition & same
+    joined = batch.join(table, condition, "inner")
+    return joined.drop(_BUCKETS, _BUCKET) if ranked is not None else joined
+
+
+#: A template's members are indexed by a range conjunct's constant from this many members on
+#: (below, a tuple meets them all for less than the index's own work).
+INDEXED_FROM = 256
+#: Buckets of a range index: about this many members' constants between two edges.
+BUCKET_MEMBERS = 32
+_BUCKET, _BUCKETS = f"{CARRIED}bucket", f"{CARRIED}buckets"
+
+
+def _ranked(template: Template, members: Sequence[Member]) -> tuple[str, str, int, Column] | None:
+    """The range index of a template with many members: the attribute, the comparison, the
+    constant's parameter, and the edges cutting the members' constants into buckets (None: no
+    range conjunct, or too few members).
+
+    A value's *rank* is how many edges are at most it, in Spark's own comparison (which
+    orders NaN last and -0.0 with 0.0, and makes NULL pass nothing): a member with constant c
+    is in bucket rank(c), and a tuple with value v meets the buckets up to rank(v) for
+    ``v > c`` and ``v >= c`` (c ≤ v gives rank(c) ≤ rank(v), the edges being ordered), from
+    it on for ``<`` and ``<=``. Any edges are sound; quantiles of the constants make the
+    buckets even, so a tuple meets the members it passes and one bucket more."""
+    if len(members) < INDEXED_FROM or not template.bounds:
+        return None
+    attribute, op, index = template.bounds[0]
+    constants = sorted({v for m in members if isinstance(v := m.values[index], (int, float)) and v == v})
+    step = max(1, len(constants) // max(1, len(members) // BUCKET_MEMBERS))
+    edges = constants[step::step]
+    if not edges:
+        return None
+    dtype = SPARK_TYPE_OF[template.types[index]]
+    return attribute, op, index, F.from_json(F.lit(json.dumps(edges)), ArrayType(dtype), {"mode": "FAILFAST"})
+
+
+def _rank(edges: Column, value: Column) -> Column:
+    """How many of ``edges`` are at most ``value`` (NULL: none)."""
+    return F.size(F.filter(edges, lambda edge: edge <= value))
 
 
 def member_table(spark: SparkSession, template: Template, members: Sequence[Member]) -> DataFrame:

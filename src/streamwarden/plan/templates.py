@@ -48,13 +48,17 @@ _SHAREABLE = (Source, SecureView, Filter, Project, Shield, LevelGuard)
 @dataclass(frozen=True)
 class Template:
     """A graph's shared plan (``root``, with :class:`~streamwarden.plan.expr.Param`), this graph's
-    constants (``values``, by parameter index, with their ``types``), and the equality keys
-    (``(stream attribute, parameter index)``) every row of the graph satisfies."""
+    constants (``values``, by parameter index, with their ``types``), the equality keys
+    (``(stream attribute, parameter index)``) and the numeric bounds every row of the graph
+    satisfies."""
 
     root: Node
     values: tuple[Any, ...]
     types: tuple[str, ...]
     keys: tuple[tuple[str, int], ...]
+    #: Range conjuncts ``attribute op ?k`` (op one of ``< <= > >=``, the attribute on the left)
+    #: every row satisfies, read from the stream itself: what a range index may prune by.
+    bounds: tuple[tuple[str, str, int], ...] = ()
 
     @cached_property
     def stream(self) -> str:
@@ -122,7 +126,7 @@ def parameterize(root: Node) -> Template | None:
                            group_by=tuple((name, rename(e)) for name, e in aggregate.group_by),
                            aggregates=tuple(replace(a, arg=None if a.arg is None else rename(a.arg))
                                             for a in aggregate.aggregates))
-    return Template(template, tuple(parameters.values), tuple(parameters.types), _keys(template))
+    return Template(template, tuple(parameters.values), tuple(parameters.types), _keys(template), _bounds(template))
 
 
 class _Parameters:
@@ -250,6 +254,47 @@ def _keys(root: Node) -> tuple[tuple[str, int], ...]:
         elif isinstance(node, SecureView) and len(node.views) == 1:
             necessary += E.conjuncts(node.views[0].condition)
     return tuple(sorted({key for conjunct in necessary if (key := _key_of(conjunct)) is not None}))
+
+
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_NUMERIC = frozenset({"int", "long", "double"})
+
+
+def _bound_of(conjunct: E.Expr, stream: str) -> tuple[str, str, int] | None:
+    """``(attribute, op, k)`` when ``conjunct`` compares the stream's numeric attribute with a
+    numeric ``?k`` by ``< <= > >=`` (written either way round: the op as seen from the
+    attribute)."""
+    if not (isinstance(conjunct, E.Compare) and conjunct.op in _FLIPPED):
+        return None
+    left, right, op = conjunct.left, conjunct.right, conjunct.op
+    if isinstance(left, E.Param):
+        left, right, op = right, left, _FLIPPED[op]
+    if (isinstance(left, E.Column) and isinstance(right, E.Param) and left.relation == stream
+            and left.dtype in _NUMERIC and right.dtype in _NUMERIC
+            # Spark compares the two in their wider type; a long constant against a double
+            # column would order as doubles, where two longs can be equal: not an index's order
+            and not (right.dtype == "long" and left.dtype == "double")):
+        return left.name, op, right.index
+    return None
+
+
+def _bounds(root: Node) -> tuple[tuple[str, str, int], ...]:
+    """Range conjuncts of the selections that read the stream's own values: each selection
+    whose way down to the source passes only selections, secure views (which keep a value or
+    make it NULL, and NULL passes no comparison), a shield and a level guard; no projection,
+    which could give a name another value."""
+    stream = next(n.stream for n in walk(root) if isinstance(n, Source))
+    found: set[tuple[str, str, int]] = set()
+    for node in walk(root):
+        if not isinstance(node, Filter):
+            continue
+        below: Node = node.child
+        while isinstance(below, (Filter, SecureView, Shield, LevelGuard)):
+            below = below.children()[0]
+        if isinstance(below, Source):
+            found |= {bound for conjunct in E.conjuncts(node.predicate)
+                      if (bound := _bound_of(conjunct, stream)) is not None}
+    return tuple(sorted(found))
 
 
 __all__ = ["PARAMETER_TYPES", "Template", "lift_keys", "parameterize", "why_not"]
