@@ -207,8 +207,9 @@ def _with_members(batch: DataFrame, template: Template, members: Sequence[Member
     return joined.drop(_BUCKETS, _BUCKET) if ranked is not None else joined
 
 
-#: A template's members are indexed by a range conjunct's constant from this many members on
-#: (below, a tuple meets them all for less than the index's own work).
+#: A template's members are indexed by a range conjunct's constant from this many members per
+#: key value on (below, a tuple meets its key's members for less than the index's own work:
+#: measured at 1,000 users in 10 wards, 100 a ward, the index gained nothing).
 INDEXED_FROM = 256
 #: Buckets of a range index: about this many members' constants between two edges.
 BUCKET_MEMBERS = 32
@@ -216,9 +217,9 @@ _BUCKET, _BUCKETS = f"{CARRIED}bucket", f"{CARRIED}buckets"
 
 
 def _ranked(template: Template, members: Sequence[Member]) -> tuple[str, str, int, Column] | None:
-    """The range index of a template with many members: the attribute, the comparison, the
-    constant's parameter, and the edges cutting the members' constants into buckets (None: no
-    range conjunct, or too few members).
+    """The range index of a template with many members per key value: the attribute, the
+    comparison, the constant's parameter, and the edges cutting the members' constants into
+    buckets (None: no range conjunct, or too few members a key).
 
     A value's *rank* is how many edges are at most it, in Spark's own comparison (which
     orders NaN last and -0.0 with 0.0, and makes NULL pass nothing): a member with constant c
@@ -226,7 +227,10 @@ def _ranked(template: Template, members: Sequence[Member]) -> tuple[str, str, in
     ``v > c`` and ``v >= c`` (c ≤ v gives rank(c) ≤ rank(v), the edges being ordered), from
     it on for ``<`` and ``<=``. Any edges are sound; quantiles of the constants make the
     buckets even, so a tuple meets the members it passes and one bucket more."""
-    if len(members) < INDEXED_FROM or not template.bounds:
+    if not template.bounds:
+        return None
+    keys = {tuple(m.values[i] for _, i in template.keys) for m in members}
+    if len(members) < INDEXED_FROM * len(keys):  # a tuple meets its key's members only
         return None
     attribute, op, index = template.bounds[0]
     constants = sorted({v for m in members if isinstance(v := m.values[index], (int, float)) and v == v})
