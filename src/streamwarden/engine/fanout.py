@@ -76,7 +76,7 @@ class FannedOut:
     def copy(self, recipient: int, target: Path) -> None:
         """Recipient's rows (she has some) into the new file ``target`` (0600). Safe from threads:
         a file per recipient is the file system's latency, which a few threads overlap."""
-        raise NotImplementedError
+        raise KeyError(f"recipient {recipient} received no rows")  # a fan-out with none: no one to copy
 
     def close(self) -> None:
         """Let go of what holds the rows (files, memory)."""
