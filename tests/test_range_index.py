@@ -16,23 +16,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.engine import shared
 from streamwarden.engine.shared import Member, shared_input, template_rows
 from streamwarden.plan.templates import Template, parameterize
 from streamwarden.security.passes import secure
+from test_reuse import CATALOG  # R (ts, sensor, ward, value) under `ward = self.ward`
 
 pytestmark = pytest.mark.spark
 
-CATALOG = load_catalog_text("""
-streams:
-  R: {schema: {ts: timestamp, sensor: int, ward: string, value: double}}
-roles: {Reader: {}}
-users:
-  ann: {roles: [Reader], profile: {ward: w1}}
-policies:
-  - {id: by_ward, subject: Reader, streams: [R], privilege: read, where: "ward = self.ward"}
-""")
 QUERIES = {  # constant 0 stands for each member's own
     "value > c": "SELECT sensor, value FROM R WHERE value > 0.5",
     "value <= c": "SELECT sensor, value FROM R WHERE value <= 0.5",
