@@ -439,9 +439,9 @@ class NetworkRuntime(StreamsRunner):
     def _forget_statuses(self, *, user: str | None = None, query: str | None = None) -> None:
         """Write the statuses of ``user`` (or of ``query``) at the next poll even if unchanged: their
         folders moved or are new."""
-        self._statuses = {(u, q): facts for (u, q), facts in self._statuses.items() if u != user and q != query}
-        self._status_folders = {(u, q): path for (u, q), path in self._status_folders.items()
-                                if u != user and q != query}
+        for written in (self._statuses, self._status_folders, self._status_times):  # all keyed (user, query)
+            for key in [k for k in written if k[0] == user or k[1] == query]:
+                del written[key]
 
     def _user_folder(self, user: str, identities: Mapping[str, str] | None = None) -> Path:
         """``DIR/<user>/``: private, and marked with the identity its rows go to (``identities``:
