@@ -149,8 +149,10 @@ def write_per_recipient(rows: DataFrame, periods: Sequence[tuple[int, int, datet
     if not periods and not emitted:
         return FannedOut({}, {})
     short = F.when(F.octet_length(ROW) <= SHORT_ROW_BYTES, F.col(ROW))  # a long row: NULL, and laid out
-    few = rows.select(F.col(MEMBER), F.unix_micros(EVENT).alias(EVENT), iso_timestamp(F.col(EVENT)).alias("_at"),
-                      short.alias(ROW)).limit(few_rows + 1).collect()
+    # sorted by Spark (each member's rows in the files' order), the bound kept per partition
+    few = (rows.select(F.col(MEMBER), F.unix_micros(EVENT).alias(EVENT), iso_timestamp(F.col(EVENT)).alias("_at"),
+                       short.alias(ROW))
+           .orderBy(MEMBER, EVENT, ROW).limit(few_rows + 1).collect())
     if len(few) <= few_rows and all(row[3] is not None for row in few):
         return _collect(few, periods, emitted)
     return _lay_out(rows, periods, scratch, emitted)
@@ -158,25 +160,22 @@ def write_per_recipient(rows: DataFrame, periods: Sequence[tuple[int, int, datet
 
 def _collect(few: list[Row], periods: Sequence[tuple[int, int, datetime, datetime | None]],
              emitted: bool) -> FannedOut:
-    """The fan-out of rows collected as (member, event time in microseconds, its ISO text, row)."""
+    """The fan-out of rows collected as (member, event time in microseconds, its ISO text, row),
+    in that order (each member's rows sorted by Spark): each recipient's rows are slices of her
+    member's, one per period, found by bisection and joined in the periods' order (they do not
+    overlap, so the joined slices keep the order)."""
     by_member: dict[int, list[tuple[int, str, str]]] = {}
     for member, micros, at, text in few:
         by_member.setdefault(int(member), []).append((int(micros), text, at))
-    members = {}
-    for member, items in by_member.items():
-        items.sort()
-        members[member] = (len(items), items[-1][2])
+    members = {member: (len(items), items[-1][2]) for member, items in by_member.items()}
     spans: dict[int, list[tuple[int, str, str]]] = {}
-    for r, member, start, until in periods:
+    for r, member, start, until in sorted(periods, key=lambda p: (p[0], _micros(p[2]))):
         items = by_member.get(member, [])
         begin = bisect_left(items, (_micros(start),))
         end = len(items) if until is None else bisect_left(items, (_micros(until),))
         if begin < end:
             spans.setdefault(r, []).extend(items[begin:end])
-    texts = {}
-    for r, items in spans.items():
-        items.sort()  # a recipient's periods, in any order
-        texts[r] = "".join(f"{text}\n" for _, text, _ in items).encode("utf-8")
+    texts = {r: "".join(f"{text}\n" for _, text, _ in items).encode("utf-8") for r, items in spans.items()}
     return _Collected({r: len(items) for r, items in spans.items()}, members if emitted else {}, texts)
 
 
