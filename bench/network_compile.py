@@ -9,6 +9,9 @@ under 2 GiB of driver memory. The sizes are 1,000 / 10,000 / 100,000 queries of 
 / 10,000 users (10 each; ``--quick``: 200 of 20). What *compile* means is what a network's
 driver does when it starts or replans (``NetworkRuntime._replan``), Spark aside:
 
+Like the runtime's poll, the compile pauses Python's cyclic collector
+(:func:`~streamwarden.runtime.plan.collector_paused`) while it loads, plans and places.
+
 1. **load**: the catalog from the store, the registrations, the live access changes;
 2. **plan**: :func:`~streamwarden.runtime.plan.plan_network` (bind, secure each query for
    each listed user, group users with equal plans into pipelines);
@@ -216,16 +219,17 @@ def compile_network(folder: Path) -> dict[str, float]:
         from streamwarden.catalog.authorization import AuthorizationServer
         from streamwarden.catalog.store import sqlite_url
         from streamwarden.runtime.groups import group_of
-        from streamwarden.runtime.plan import plan_network
-    with clock.phase("load"):
-        server = AuthorizationServer(sqlite_url(folder / "store.db"))
-        catalog = server.store.load()
-        registered = server.registrations()
-        changes = server.changes()
-    with clock.phase("plan"):
-        plan = plan_network(catalog, registered)
-    with clock.phase("place"):
-        places = [(pipeline, group_of(pipeline.rewriting)) for pipeline in plan.pipelines]
+        from streamwarden.runtime.plan import collector_paused, plan_network
+    with collector_paused():  # as NetworkRuntime.poll reads the store and replans
+        with clock.phase("load"):
+            server = AuthorizationServer(sqlite_url(folder / "store.db"))
+            catalog = server.store.load()
+            registered = server.registrations()
+            changes = server.changes()
+        with clock.phase("plan"):
+            plan = plan_network(catalog, registered)
+        with clock.phase("place"):
+            places = [(pipeline, group_of(pipeline.rewriting)) for pipeline in plan.pipelines]
     with clock.phase("tables"):
         tables = member_tables(places)
     hosted = sum(1 for _, place in places if place is not None)
@@ -354,16 +358,14 @@ def explain(measured: Measured, facts: Mapping[str, int]) -> list[str]:
         f"N = {n:,}: " + ", ".join(f"{TITLES[p]} {m(n, f'{p}_peak_mib'):,.0f}" for p in PHASES)
         + f" ({(m(n, 'tables_peak_mib') - m(n, 'start_peak_mib')) * 1024 / n:.1f} KiB per query above the imports)"
         for n in sizes) + ".")
-    notes.append("Python's cyclic collector (the compile as a driver runs it, `plan_network` pausing it, against "
-                 "the same compile with the collector paused throughout): " + "; ".join(
+    notes.append("Python's cyclic collector (the compile as a driver runs it, paused while the poll loads the store, "
+                 "plans and places, against the same compile with the collector paused throughout): " + "; ".join(
                      f"N = {n:,}: {m(n, 'compile_s'):.1f} s against {m(n, 'paused_compile_s'):.1f} s "
                      f"(placement {m(n, 'place_wall_s'):.2f} against {m(n, 'paused_place_wall_s'):.2f} s, load "
                      f"{m(n, 'load_wall_s'):.2f} against {m(n, 'paused_load_wall_s'):.2f} s)" for n in sizes) + ".")
     notes.append("What is left: the catalog's YAML is parsed in pure Python (PyYAML's composer, with the loader's "
                  "bounds) and every distinct (text, security class) is secured, written out for its fingerprint "
-                 "and reduced to a template once; the collector's share is the driver's to take back: a driver "
-                 "reading the store and replanning under `streamwarden.runtime.plan.collector_paused()` compiles "
-                 "in the paused table's time (the collector then walks the new objects once, later).")
+                 "and reduced to a template once. The collector walks the new objects once, after the poll.")
     if len(sizes) > 1:
         notes.append("Growth (compile seconds per 1,000 queries, wall): " + ", ".join(
             f"N = {n:,}: {m(n, 'compile_s') / n * 1000:.3f}" for n in sizes) + "; between successive sizes "
@@ -379,7 +381,7 @@ NOTES = (
     "Each size is one process (`python -m bench.network_compile measure`) running three fresh children: one "
     "builds the store (the catalog saved, the N queries registered with `AuthorizationServer.register` and their "
     "owners' grants with `open_owns`, one transaction each), then two load and compile it, one as a driver does "
-    "today and one with Python's cyclic garbage collector paused throughout. Phases are timed inside the child "
+    "(`NetworkRuntime.poll` pauses Python's cyclic collector while it loads the store and replans) and one with Python's cyclic garbage collector paused throughout. Phases are timed inside the child "
     "(wall: `perf_counter`; CPU: `getrusage`); peak RSS is `ru_maxrss` after each phase (a high-water mark).",
     "*compile* = load + plan_network + group placement + member tables, wall, of the first compiling child "
     "(the target's measure); the imports before it are shown apart. Placement is "

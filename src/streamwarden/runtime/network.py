@@ -200,7 +200,7 @@ class NetworkRuntime(StreamsRunner):
 
     def poll(self, *, force: bool = False) -> bool:
         """Apply what changed in the store since the last poll; returns whether anything did."""
-        with self._lock:
+        with self._lock, collector_paused():  # reading and planning make no garbage cycles: see collector_paused
             catalog, queries = self._read_store()
             changes = self.server.changes()
             # the users' identities too: one removed and declared again between two polls leaves
@@ -214,8 +214,7 @@ class NetworkRuntime(StreamsRunner):
                 self._write_status(changes)
                 return False
             if force or self._seen is None or key[0] != self._seen[0]:
-                with collector_paused():  # a plan makes no garbage cycles: see collector_paused
-                    self._replan(catalog, queries)
+                self._replan(catalog, queries)
             self._switch(changes)
             self._write_status(changes)
             self._seen = key

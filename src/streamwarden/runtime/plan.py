@@ -162,6 +162,8 @@ def collector_paused() -> Iterator[None]:
     garbage cycles (the plan code leaves none: ``tests/test_network_compile.py`` checks). The
     collector would still walk every live object again each time their number grew by a
     quarter: at 100,000 queries that was 40 % of a compile (bench/results/network_compile.md).
+    A network's poll pauses it while it reads the store and replans (the catalog and the
+    registrations it loads are as many objects again).
     Nested and concurrent pauses count: the collector comes back when the last one ends, if it
     was on when the first began.
     """
