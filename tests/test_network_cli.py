@@ -64,3 +64,18 @@ def test_a_query_level_the_lattice_cannot_parse_names_its_line(tmp_path, capsys)
     assert main(["network", "register", str(tmp_path / "bad.yaml"), "--catalog", catalog, "--store", store]) == 2
     err = capsys.readouterr().err
     assert "bad.yaml:2:" in err and "Traceback" not in err
+
+
+def test_a_grant_time_without_a_zone_is_said_to_be_utc(tmp_path, capsys) -> None:
+    catalog, queries, store = files(tmp_path)
+    assert main(["network", "register", queries, "--catalog", catalog, "--store", store]) == 0
+    capsys.readouterr()
+    assert main(["grant", "--query", "q1", "--user", "ann", "--ts", "2026-03-01 10:00",
+                 "--until", "2026-03-01T12:00:00+01:00", "--store", store]) == 0
+    said = capsys.readouterr().err
+    assert "from 2026-03-01T10:00:00Z (no zone given: taken as UTC) until 2026-03-01T11:00:00Z," in said
+    assert main(["revoke", "--query", "q1", "--user", "ann", "--ts", "2026-03-01T13:00:00Z", "--store", store]) == 0
+    said = capsys.readouterr().err
+    assert "as of 2026-03-01T13:00:00Z," in said and "no zone" not in said
+    first = AuthorizationServer(store).changes()[0]
+    assert first.grant and first.ts.isoformat() == "2026-03-01T10:00:00+00:00"

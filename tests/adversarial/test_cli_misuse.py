@@ -99,19 +99,29 @@ def test_network_run_with_a_stream_missing_from_input_names_it(files, capsys) ->
     assert code == 2 and "no input given for stream T (use --input T=PATH)" in line
 
 
-@pytest.mark.parametrize("command", ["run", "network run"])
+@pytest.mark.parametrize("command", ["run", "network run", "replay", "network replay"])
 def test_a_mistyped_input_folder_is_refused_not_created(files, capsys, command: str) -> None:
     root = files["root"]
     typo = root / "in" / "Ss"
     if command == "run":
         args = ["run", "--catalog", str(files["catalog"]), "--user", "ann", "--query", "SELECT v FROM S",
                 "--input", f"S={typo}", "--sink", str(root / "sink"), "--store", sqlite_url(root / "s.db")]
+    elif command == "replay":
+        args = ["replay", "--catalog", str(files["catalog"]), "--user", "ann", "--query", "SELECT v FROM S",
+                "--input", f"S={typo}", "--output", str(root / "o.jsonl"), "--store", sqlite_url(root / "s.db")]
+    elif command == "network replay":
+        (root / "access.jsonl").write_text("")
+        args = ["network", "replay", "--catalog", str(files["catalog"]), "--queries", str(files["queries"]),
+                "--access", str(root / "access.jsonl"), "--input", f"S={typo}", "--input", f"T={root / 'in' / 'T'}", "--output-dir", str(root / "out")]
     else:
         args = ["network", "run", "--catalog", str(files["catalog"]), "--queries", str(files["queries"]),
                 "--input", f"S={typo}", "--input", f"T={root / 'in' / 'T'}", "--output-dir", str(root / "out"),
                 "--store", sqlite_url(root / "s.db")]
     assert main(args) == 2
-    assert f"input for stream S not found: {typo}" in one_error_line(capsys.readouterr().err)
+    line = one_error_line(capsys.readouterr().err)
+    assert f"input for stream S not found: {typo}" in line
+    # a replay's inputs are recorded files: no advice to create a folder and wait
+    assert ("check the path" in line) == ("replay" in command) and ("create the folder" in line) != ("replay" in command)
     assert not typo.exists()
 
 
@@ -208,6 +218,25 @@ def test_bad_input_stays_exit_2(tmp_path: Path, capsys) -> None:
     (tmp_path / "c.yaml").write_text("streams: {S: {schema: {ts: nope}}}\n")
     assert main(["check", str(tmp_path / "c.yaml"), "--no-store"]) == 2
     assert "c.yaml:1:" in one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("url, says", [("notaurl", "is not a database URL"),
+                                       ("nosuchdb://host/x", "names a database SQLAlchemy has no driver for")])
+def test_a_store_that_is_not_a_database_url_is_bad_input_not_a_failure(files, capsys, url: str, says: str) -> None:
+    assert main(["check", str(files["catalog"]), "--store", url]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert f"--store {url!r} {says}" in line and "sqlite:///" in line  # it shows what a URL looks like
+    assert not (files["root"] / url).exists()
+
+
+def test_a_zero_trigger_is_sparks_own_default_not_a_window_error(files, capsys) -> None:
+    assert cli._trigger("0 seconds") == "0 milliseconds"  # the next micro-batch as soon as the last ends
+    assert cli._trigger("2 seconds") == "2000 milliseconds" and cli._trigger("0.0001 seconds") == "1 milliseconds"
+    assert main(["run", "--catalog", str(files["catalog"]), "--user", "ann", "--query", "SELECT v FROM S",
+                 "--input", f"S={files['root'] / 'in' / 'S'}",
+                 "--sink", "console", "--trigger", "-1 seconds"]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert line.startswith("error: --trigger:1:1:") and "window" not in line
 
 
 def test_version(capsys) -> None:

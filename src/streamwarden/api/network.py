@@ -205,7 +205,7 @@ def replay_network(catalog: Catalog, queries: Sequence[RegisteredQuery], changes
     row count per (user, query). Every input is checked before Spark starts; with ``store_url``
     the queries are also registered there (a SQLite store inside ``output_dir`` is refused)."""
     parsed = [s for q in queries for s in parse_query(q.query).sources]
-    check_inputs(catalog, {s.stream for s in parsed}, inputs,
+    check_inputs(catalog, {s.stream for s in parsed}, inputs, recorded=True,
                  line_read={s.stream for s in parsed if s.window is not None and s.window.kind == "rows"})
     if store_url:
         check_store_outside(store_url, output_dir, "the output folder")

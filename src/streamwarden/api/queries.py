@@ -102,7 +102,7 @@ def replay(
 ) -> list[dict]:
     """Run the authorized plan over recorded files and return the result rows as dicts."""
     rewriting = authorize(catalog, user, query, join_strategy=join_strategy, level=level)
-    _check_inputs(catalog, rewriting, inputs)
+    _check_inputs(catalog, rewriting, inputs, recorded=True)
     job = build_job(spark or get_spark(), catalog, rewriting, inputs, streaming=False, store_url=store_url)
     return [json.loads(line) for line in replay_rows(job)]
 
@@ -142,7 +142,7 @@ def replay_to_file(
         >>> #                    {"Position": "data/Position"}, "results/paul").rows
     """
     rewriting = authorize(catalog, user, query, join_strategy=join_strategy, level=level, into=into)
-    _check_inputs(catalog, rewriting, inputs)
+    _check_inputs(catalog, rewriting, inputs, recorded=True)
     check_replay_output(output, on_result=bool(rewriting.on_result))  # before Spark reads anything
     job = build_job(spark or get_spark(), catalog, rewriting, inputs, streaming=False, store_url=store_url)
     rows = write_replay(job, output)
@@ -246,8 +246,9 @@ def run_levels(
                                         available_now=available_now)
 
 
-def _check_inputs(catalog: Catalog, rewriting: Rewriting, inputs: Mapping[str, str | Path]) -> None:
+def _check_inputs(catalog: Catalog, rewriting: Rewriting, inputs: Mapping[str, str | Path], *,
+                  recorded: bool = False) -> None:
     """Every stream the query reads has an existing input the reader can read (see
-    :func:`streamwarden.engine.execute.check_inputs`)."""
+    :func:`streamwarden.engine.execute.check_inputs`; ``recorded``: a replay's)."""
     line_read = {s.stream for s in sources(rewriting.plan) if s.window is not None and s.window.kind == "rows"}
-    check_inputs(catalog, {s.stream for s in sources(rewriting.plan)}, inputs, line_read=line_read)
+    check_inputs(catalog, {s.stream for s in sources(rewriting.plan)}, inputs, line_read=line_read, recorded=recorded)

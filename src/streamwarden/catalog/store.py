@@ -55,13 +55,14 @@ from typing import overload
 
 from sqlalchemy import (Column, DateTime, Float, MetaData, String, Table, Text, TypeDecorator, create_engine, delete,
                         event, insert, inspect, select, text, update)
-from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.engine import Connection, Dialect, Engine, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.schema import CreateTable
 
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.model import Action, Catalog
-from streamwarden.errors import StreamwardenError
+from streamwarden.errors import StreamwardenError, UsageError
 from streamwarden.names import PRIVATE_FILE, private_dir
 
 DEFAULT_STORE = "sqlite:///.streamwarden/catalog.db"
@@ -176,6 +177,29 @@ def sqlite_url(path: str | Path) -> str:
     return f"sqlite:///{Path(path).resolve()}"
 
 
+def check_store_url(url: str) -> None:
+    """Raise :class:`~streamwarden.errors.UsageError` (exit 2) unless ``url`` is a SQLAlchemy URL
+    of a database SQLAlchemy knows: a mistyped ``--store`` is the caller's error, one line, not
+    an unexpected failure with SQLAlchemy's words.
+
+        >>> check_store_url("sqlite:///tmp/catalog.db")
+        >>> check_store_url("notaurl")
+        Traceback (most recent call last):
+        ...
+        streamwarden.errors.UsageError: --store 'notaurl' is not a database URL (examples: sqlite:///path/catalog.db, postgresql+psycopg://user@host/db)
+    """
+    shown = url if len(url) <= 80 else url[:77] + "..."
+    try:
+        make_url(url).get_dialect()
+    except (NoSuchModuleError, ImportError):  # NoSuchModuleError is an ArgumentError: first
+        raise UsageError(f"--store {shown!r} names a database SQLAlchemy has no driver for ({_URL_EXAMPLES})") from None
+    except ArgumentError:
+        raise UsageError(f"--store {shown!r} is not a database URL ({_URL_EXAMPLES})") from None
+
+
+_URL_EXAMPLES = "examples: sqlite:///path/catalog.db, postgresql+psycopg://user@host/db"
+
+
 # Any constant: the key of the PostgreSQL advisory lock that serialises the store's CREATE TABLEs.
 _DDL_LOCK_KEY = 0x5357_4344  # "SWCD"
 
@@ -210,6 +234,7 @@ class CatalogStore:
 
     def __init__(self, url: str | None = None, *, create: bool = True):
         url = url or default_store()
+        check_store_url(url)
         self.path: Path | None = None  # the SQLite file, if it is one
         if url.startswith("sqlite:///") and not url.startswith("sqlite:///:memory:"):
             self.path = Path(url.removeprefix("sqlite:///")).resolve()

@@ -34,6 +34,7 @@ import traceback
 import warnings
 from pathlib import Path
 from contextlib import contextmanager, nullcontext
+from datetime import datetime, timezone
 from typing import Any, Callable, ContextManager, Iterator, Literal, Sequence
 
 from streamwarden import api
@@ -57,7 +58,7 @@ def _inputs(pairs: Sequence[str]) -> dict[str, str]:
 
 
 DURATION = "a duration like '2 seconds' or '1 minute'"
-TIMESTAMP = "ISO-8601, e.g. 2026-03-01T10:00:00Z"
+TIMESTAMP = "ISO-8601, e.g. 2026-03-01T10:00:00Z (without a zone: UTC)"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -91,7 +92,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--lateness", default="0 seconds", metavar="DURATION",
                        help=f"{lateness}: {DURATION} (default 0 seconds)")
         p.add_argument("--trigger", default="2 seconds", metavar="DURATION",
-                       help=f"micro-batch interval: {DURATION} (default 2 seconds)")
+                       help=f"micro-batch interval: {DURATION} (default 2 seconds; 0 seconds: each as soon as "
+                            "the last ends)")
         p.add_argument("--available-now", action="store_true", help="process what is there, then stop")
 
     def spark_args(p: argparse.ArgumentParser, log_dir: str | None = "") -> None:
@@ -320,7 +322,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--lateness", default="0 seconds", metavar="DURATION",
                        help=f"how late a tuple may arrive and still count in an aggregate's windows: {DURATION}")
     serve.add_argument("--trigger", default="1 second", metavar="DURATION",
-                       help=f"micro-batch interval: {DURATION} (default 1 second)")
+                       help=f"micro-batch interval: {DURATION} (default 1 second; 0 seconds: each as soon as the "
+                            "last ends)")
     serve.add_argument("--max-clock-skew", default="5 minutes", metavar="DURATION",
                        help=f"refuse a provider's record whose event time is further ahead of this machine's clock: "
                             f"{DURATION} (default 5 minutes; one far-future reading would move the watermark past "
@@ -515,8 +518,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _trigger(text: str) -> str:
-    """``--trigger`` checked here (a bad one is exit 2, not a Spark error) and handed to Spark in milliseconds."""
-    return f"{max(1, round(api.parse_duration(text, '--trigger') * 1000))} milliseconds"
+    """``--trigger`` checked here (a bad one is exit 2, not a Spark error) and handed to Spark in
+    milliseconds. Zero is Spark's own default: the next micro-batch as soon as the last ends."""
+    seconds = _seconds(text)
+    return f"{0 if seconds == 0 else max(1, round(seconds * 1000))} milliseconds"
 
 
 def _lateness(text: str) -> str:
@@ -575,13 +580,29 @@ def _access_change(args: argparse.Namespace) -> int:
         server.grant(args.query, args.user, when, until=args.until)
     else:
         server.revoke(args.query, args.user, when)
-    stamp = when.strftime("%Y-%m-%dT%H:%M:%S") + (f".{when.microsecond:06d}" if when.microsecond else "") + "Z"
-    source = "" if args.ts else " (now: no --ts given)"
-    until = f" until {args.until}" if getattr(args, "until", None) else ""
+    source = _naive_note(args.ts) if args.ts else " (now: no --ts given)"
+    until_text = getattr(args, "until", None)
+    until = f" until {_utc_stamp(api.access_time(until_text))}{_naive_note(until_text)}" if until_text else ""
+    stamp = _utc_stamp(when)
     since = "from" if args.command == "grant" else "as of"
     print(f"{args.command}: {args.user} on {args.query} {since} {stamp}{source}{until}, recorded in {server.store.url} "
           "(a running network reads it as an access SP at its next micro-batch)", file=sys.stderr)
     return 0
+
+
+def _utc_stamp(when: datetime) -> str:
+    """``2026-03-01T10:00:00Z``: an instant as the confirmation prints it (microseconds when it has some)."""
+    return when.strftime("%Y-%m-%dT%H:%M:%S") + (f".{when.microsecond:06d}" if when.microsecond else "") + "Z"
+
+
+def _naive_note(text: str) -> str:
+    """`` (no zone given: taken as UTC)`` for a timestamp written without an offset, so that
+    ``--ts "2026-03-01 10:00"`` never means another instant than its writer thought unnoticed."""
+    try:
+        written = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return ""
+    return " (no zone given: taken as UTC)" if written.tzinfo is None else ""
 
 
 def _network_run(args: argparse.Namespace) -> int:
@@ -602,7 +623,7 @@ def _network_run(args: argparse.Namespace) -> int:
         print(f"network of {info.queries} queries running as {info.spark_queries} pipelines, checkpoint "
               f"{info.checkpoint_root}; grant/revoke/register/check with --store {info.store_url} "
               f"({'; '.join([until, *_spark_log_note(args)])})", file=sys.stderr)
-        code = _until_done(runtime, "the network", poll_seconds=min(2.0, _seconds(args.trigger)))
+        code = _until_done(runtime, "the network", poll_seconds=min(2.0, max(0.2, _seconds(args.trigger))))
     failed = runtime.failures()  # each stopped alone, the others ran on; said once as it happened
     if failed and code == 0:
         print(f"{len(failed)} of {api.network_info(runtime).pipelines} pipelines stopped on an error: "
@@ -633,7 +654,7 @@ def _warning_lines(logger: str) -> Iterator[None]:
 
 
 def _seconds(text: str) -> float:
-    return api.parse_duration(text, "--trigger")
+    return api.parse_duration(text, "--trigger", zero=True)
 
 
 def _network_explain(args: argparse.Namespace) -> int:
@@ -689,8 +710,6 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _sp(args: argparse.Namespace) -> int:
-    from datetime import datetime, timezone
-
     statements = api.parse_sp_statements(args.statements)
     try:
         ts = api.parse_timestamp(args.ts) if args.ts else datetime.now(timezone.utc).replace(microsecond=0)

@@ -320,7 +320,7 @@ class InputWarning(UserWarning):
 
 
 def check_inputs(catalog: Catalog, streams: Iterable[str], inputs: Mapping[str, str | Path], *,
-                 line_read: Iterable[str] = (), must_exist: bool = True) -> None:
+                 line_read: Iterable[str] = (), must_exist: bool = True, recorded: bool = False) -> None:
     """Refuse inputs a run would wait on forever or fail on late, before Spark starts.
 
     Every stream of ``streams`` needs an input; every input must name a catalog stream;
@@ -329,6 +329,8 @@ def check_inputs(catalog: Catalog, streams: Iterable[str], inputs: Mapping[str, 
     one holding some files the reader skips gives an :class:`InputWarning` naming them.
     ``line_read`` are the streams read in arrival order (``[ROWS n]`` windows: JSON lines
     and Parquet); punctuated streams are read line by line (``.jsonl``/``.json`` only).
+    ``recorded``: a replay's inputs, files already written (a missing one is a wrong path, not a
+    folder to create and wait on).
     """
     import warnings
 
@@ -339,8 +341,9 @@ def check_inputs(catalog: Catalog, streams: Iterable[str], inputs: Mapping[str, 
         path = Path(inputs[name])
         if not path.exists():
             if must_exist:
-                raise InputError(f"input for stream {name} not found: {path} (create the folder first: a continuous "
-                                 "run reads the files that land in an existing folder)")
+                hint = ("a replay reads files already recorded: check the path" if recorded else
+                        "create the folder first: a continuous run reads the files that land in an existing folder")
+                raise InputError(f"input for stream {name} not found: {path} ({hint})")
             continue
         readable = (LINE_SUFFIXES if catalog.streams[name].punctuated else
                     FILE_SUFFIXES if name in line_read else READ_SUFFIXES)

@@ -209,7 +209,7 @@ class _Parser(TokenCursor):
         return ast.Window(window.kind, window.size_seconds, window.slide_seconds, window.rows,
                           span=open_.span.merge(close.span))
 
-    def duration(self, *, zero: bool = False) -> float:
+    def duration(self, *, zero: bool = False, what: str = "a window duration") -> float:
         number = self.expect("NUMBER", "a duration such as '10 seconds' or '5 min'")
         unit = self.tok
         if unit.kind != "IDENT" or unit.text.lower() not in _UNITS:
@@ -218,7 +218,7 @@ class _Parser(TokenCursor):
         seconds = float(number.text) * _UNITS[unit.text.lower()]
         span = number.span.merge(unit.span)
         if seconds < 0 or (seconds == 0 and not zero):
-            message = "a window duration must be positive" if not zero else "a duration cannot be negative"
+            message = f"{what} must be positive" if not zero else "a duration cannot be negative"
             raise QuerySyntaxError(message, self.source, span)
         # Checked here, not left to Spark: windows are microsecond intervals added to timestamps,
         # and a duration of 1e20 days (or inf) overflows them there.
@@ -478,7 +478,7 @@ def parse_duration(text: str, name: str = "<duration>", *, zero: bool = False) -
     90.0
     """
     parser = _Parser(SourceText(name, text))
-    seconds = parser.duration(zero=zero)
+    seconds = parser.duration(zero=zero, what="a duration")
     if parser.tok.kind != "EOF":
         parser.fail("expected end of duration")
     return seconds
