@@ -112,7 +112,8 @@ def test_a_mistyped_input_folder_is_refused_not_created(files, capsys, command: 
     elif command == "network replay":
         (root / "access.jsonl").write_text("")
         args = ["network", "replay", "--catalog", str(files["catalog"]), "--queries", str(files["queries"]),
-                "--access", str(root / "access.jsonl"), "--input", f"S={typo}", "--input", f"T={root / 'in' / 'T'}", "--output-dir", str(root / "out")]
+                "--access", str(root / "access.jsonl"), "--input", f"S={typo}", "--input", f"T={root / 'in' / 'T'}",
+                "--output-dir", str(root / "out")]
     else:
         args = ["network", "run", "--catalog", str(files["catalog"]), "--queries", str(files["queries"]),
                 "--input", f"S={typo}", "--input", f"T={root / 'in' / 'T'}", "--output-dir", str(root / "out"),
@@ -121,7 +122,8 @@ def test_a_mistyped_input_folder_is_refused_not_created(files, capsys, command: 
     line = one_error_line(capsys.readouterr().err)
     assert f"input for stream S not found: {typo}" in line
     # a replay's inputs are recorded files: no advice to create a folder and wait
-    assert ("check the path" in line) == ("replay" in command) and ("create the folder" in line) != ("replay" in command)
+    replay = "replay" in command
+    assert ("check the path" in line) == replay and ("create the folder" in line) != replay
     assert not typo.exists()
 
 
