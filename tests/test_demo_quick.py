@@ -96,3 +96,23 @@ def test_samples_load(demo_folder):
     assert [q.id for q in queries] == ["q1"] and queries[0].users == ("ann", "bob")
     assert {c.user for c in load_access(demo_folder / "ACCESS.jsonl", queries)} == {"ann", "bob"}
     assert (demo_folder / "data" / "MessageLog.jsonl").stat().st_size > 0
+
+
+def test_check_in_the_demo_folder_finds_the_demos_store_and_says_what_another_catalog_replaces(
+        demo_folder, tmp_path, monkeypatch, capsys):
+    """The demo loads drill.yaml where the default store is, seen from its folder; loading
+    another catalog there says what it takes away (the drill's streams, users and action)."""
+    from streamwarden.catalog.loader import load_catalog
+    from streamwarden.catalog.store import CatalogStore, sqlite_url
+
+    work = tmp_path / "demo"
+    shutil.copytree(demo_folder, work)
+    CatalogStore(sqlite_url(work / ".streamwarden" / "catalog.db")).save(load_catalog(work / "drill.yaml"))
+    monkeypatch.chdir(work)
+    assert main(["check", "drill.yaml"]) == 0
+    said = capsys.readouterr().out
+    assert "unchanged: the same catalog as stored" in said and not (work / ".streamwarden" / ".streamwarden").exists()
+    assert main(["check", "c.yaml"]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[0].startswith("c.yaml: ok — ") and said[1].startswith("  replaced the catalog drill.yaml: removed ")
+    assert "streams Health, Position" in said[1] and "users carla, paul, rick" in said[1] and "action a" in said[1]

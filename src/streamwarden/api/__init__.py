@@ -40,10 +40,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see; at run time each module loads on first use (below)
-    from streamwarden.api.catalog import (STREAM, AccessChange, AuthorizationServer, Catalog, RegisteredQuery,
-                                          StreamDef, access_periods, access_time, load_access, load_catalog,
-                                          load_catalog_text, load_queries, own_id, parse_own_id, register,
-                                          unregister, update_catalog)
+    from streamwarden.api.catalog import (STREAM, AccessChange, AuthorizationServer, Catalog, CatalogDiff,
+                                          RegisteredQuery, StreamDef, access_periods, access_time, diff_catalogs,
+                                          load_access, load_catalog, load_catalog_text, load_queries, own_id,
+                                          parse_own_id, register, replacing, unregister, update_catalog)
     from streamwarden.api.identity import (AuditError, AuditRecord, Principal, ProviderKey, VerifyResult, append_all,
                                            append_audit, audit_records, authenticate, check_key_text, clean_text,
                                            create_token, parse_audit_anchor, parse_expiry, revoke_provider_tokens,
@@ -82,9 +82,9 @@ __all__ = [
     # store
     "STORE_HELP", "CatalogStore", "NoStore", "UnknownName", "check_store_outside", "default_store", "store_log_dir",
     # catalog
-    "STREAM", "AccessChange", "AuthorizationServer", "Catalog", "RegisteredQuery", "StreamDef", "access_periods",
-    "access_time", "load_access", "load_catalog", "load_catalog_text", "load_queries", "own_id", "parse_own_id",
-    "register", "unregister", "update_catalog",
+    "STREAM", "AccessChange", "AuthorizationServer", "Catalog", "CatalogDiff", "RegisteredQuery", "StreamDef",
+    "access_periods", "access_time", "diff_catalogs", "load_access", "load_catalog", "load_catalog_text",
+    "load_queries", "own_id", "parse_own_id", "register", "replacing", "unregister", "update_catalog",
     # identity
     "AuditError", "AuditRecord", "Principal", "ProviderKey", "VerifyResult", "append_all", "append_audit",
     "audit_records", "authenticate", "check_key_text", "clean_text", "create_token", "parse_audit_anchor",

@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Sequence
 
 from streamwarden.catalog.authorization import AuthorizationServer, change_time
+from streamwarden.catalog.diff import CatalogDiff, diff_catalogs
 from streamwarden.catalog.loader import load_catalog, load_catalog_text
 from streamwarden.catalog.model import Catalog, StreamDef
 from streamwarden.catalog.registry import (STREAM, AccessChange, RegisteredQuery, access_periods, load_access,
                                            load_queries, own_id, parse_own_id)
 from streamwarden.catalog.store import CatalogStore
+from streamwarden.errors import StreamwardenError
 
 
 def access_time(ts: str | datetime | None) -> datetime:
@@ -61,8 +63,19 @@ def update_catalog(catalog: Catalog | str | Path, store_url: str | None = None) 
     CatalogStore(store_url).save(catalog if isinstance(catalog, Catalog) else load_catalog(catalog))
 
 
+def replacing(store: CatalogStore, catalog: Catalog) -> CatalogDiff | None:
+    """What saving ``catalog`` into ``store`` would change, by name, to say before or after it
+    does (None: the store holds no catalog yet, or one that no longer loads)."""
+    if not store.has_catalog():
+        return None
+    try:
+        return diff_catalogs(store.load(), catalog)
+    except StreamwardenError:
+        return None
+
+
 __all__ = [
-    "STREAM", "AccessChange", "AuthorizationServer", "Catalog", "RegisteredQuery", "StreamDef", "access_periods",
-    "access_time", "load_access", "load_catalog", "load_catalog_text", "load_queries", "own_id", "parse_own_id",
-    "register", "unregister", "update_catalog",
+    "STREAM", "AccessChange", "AuthorizationServer", "Catalog", "CatalogDiff", "RegisteredQuery", "StreamDef",
+    "access_periods", "access_time", "diff_catalogs", "load_access", "load_catalog", "load_catalog_text",
+    "load_queries", "own_id", "parse_own_id", "register", "replacing", "unregister", "update_catalog",
 ]

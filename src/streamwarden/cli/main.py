@@ -430,20 +430,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if getattr(args, "into", None) is not None:
         check_name("stream", args.into)
     if args.command == "check":
-        catalog = api.load_catalog(args.catalog)
-        stored = ""
-        if not args.no_store:
-            store = api.CatalogStore(args.store)
-            changes = store.save(catalog, reset_actions=args.reset_actions)
-            stored = f"; loaded into {store.url}"
-            if changes.kept:
-                stored += (f"; live values kept for action {', '.join(changes.kept)} (`streamwarden action` changes "
-                           "them; --reset-actions takes the file's)")
-            if changes.dropped:
-                stored += f"; dropped action {', '.join(changes.dropped)} (no longer declared)"
-        print(f"{args.catalog}: ok — {len(catalog.streams)} streams, {len(catalog.roles)} roles, "
-              f"{len(catalog.users)} users, {len(catalog.actions)} actions, {len(catalog.policies)} policies{stored}")
-        return 0
+        return _check(args)
     if args.command == "explain":
         if args.network:
             args.queries = args.network
@@ -515,6 +502,38 @@ def _dispatch(args: argparse.Namespace) -> int:
         runpy.run_module("bench.run", run_name="__main__")
         return 0
     raise AssertionError(args.command)
+
+
+def _check(args: argparse.Namespace) -> int:
+    """``check``: the catalog validated, then loaded into the store, saying what that replaced."""
+    catalog = api.load_catalog(args.catalog)
+    notes = []
+    stored = ""
+    if not args.no_store:
+        store = api.CatalogStore(args.store)
+        replaced = api.replacing(store, catalog)  # said, never silent: what goes may be what others run on
+        changes = store.save(catalog, reset_actions=args.reset_actions)
+        stored = f"; loaded into {store.url}"
+        if replaced is not None:
+            notes.append("unchanged: the same catalog as stored" if replaced.unchanged else replaced.describe())
+        if changes.kept:
+            notes.append(f"live values kept for action {', '.join(changes.kept)} (`streamwarden action` changes "
+                         "them; --reset-actions takes the file's)")
+        if changes.dropped:
+            notes.append(f"dropped the live values of action {', '.join(changes.dropped)} (no longer declared)")
+    counts = ", ".join(_count(len(names), what) for names, what in (
+        (catalog.streams, "stream"), (catalog.roles, "role"), (catalog.users, "user"), (catalog.actions, "action"),
+        (catalog.policies, "policy")))
+    print(f"{args.catalog}: ok — {counts}{stored}")
+    for note in notes:
+        print(f"  {note}")
+    return 0
+
+
+def _count(n: int, what: str) -> str:
+    """``1 policy``, ``3 policies``, ``0 actions``."""
+    plural = what[:-1] + "ies" if what.endswith("y") else what + "s"
+    return f"{n:,} {what if n == 1 else plural}"
 
 
 def _trigger(text: str) -> str:

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, AsyncIterator, Literal, Mapping
+from typing import Any, AsyncIterator, Literal
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -32,7 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from streamwarden.api import (MAX_CURSOR, STREAM, AccessChange, AuthorizationServer, Catalog, CatalogStore, Principal,
-                              RegisteredQuery, UnknownName, access_periods, audit_records, clean_text, delivered_rows,
+                              RegisteredQuery, diff_catalogs, UnknownName, access_periods, audit_records, clean_text, delivered_rows,
                               delivery_summary, format_timestamp, load_catalog_text, parse_own_id, parse_timestamp,
                               read_rows, read_status)
 from streamwarden.errors import SourceError, StreamwardenError
@@ -496,30 +496,14 @@ def _grant_detail(entry: Entry, body: GrantIn, applied: list[AccessChange]) -> d
             "until": format_timestamp(end.ts) if end else None, **({"streams": streams} if streams else {})}
 
 
-def _catalog_changes(store: CatalogStore, after: Any) -> dict[str, Any]:
+def _catalog_changes(store: CatalogStore, after: Catalog) -> dict[str, Any]:
     """What replacing the stored catalog by ``after`` changes: the streams, roles, users,
     policies and actions it adds, removes or redefines (by name)."""
-    detail: dict[str, Any] = {"catalog": after.name}
     try:
         before = store.load()
     except StreamwardenError:  # a stored catalog that no longer loads is replaced whole
-        detail["replaced"] = "the stored catalog could not be read"
-        return detail
-    sections: dict[str, tuple[Mapping[str, object], Mapping[str, object]]] = {
-        "streams": (dict(before.streams), dict(after.streams)),
-        "roles": (dict(before.roles), dict(after.roles)),
-        "users": ({n: (u, dict(u.profile)) for n, u in before.users.items()},
-                  {n: (u, dict(u.profile)) for n, u in after.users.items()}),  # a user's profile is not in its ==
-        "policies": ({p.id: p for p in before.policies}, {p.id: p for p in after.policies}),
-        "actions": ({n: None for n in before.actions}, {n: None for n in after.actions}),  # live values: no change
-    }
-    for kind, (old, new) in sections.items():
-        changed = {n for n in old.keys() & new.keys() if old[n] != new[n]}
-        for what, names in (("added", new.keys() - old.keys()), ("removed", old.keys() - new.keys()),
-                            ("changed", changed)):
-            if names:
-                detail[f"{kind}_{what}"] = _names(names)
-    return detail
+        return {"catalog": after.name, "replaced": "the stored catalog could not be read"}
+    return diff_catalogs(before, after).detail(limit=MAX_NAMES)
 
 
 def _summary(service: Service, entry: Entry, principal: Principal) -> dict[str, Any]:
