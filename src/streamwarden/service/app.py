@@ -32,8 +32,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from streamwarden.api import (MAX_CURSOR, STREAM, AccessChange, AuthorizationServer, Catalog, CatalogStore, Principal,
-                              RegisteredQuery, diff_catalogs, UnknownName, access_periods, audit_records, clean_text, delivered_rows,
-                              delivery_summary, format_timestamp, load_catalog_text, parse_own_id, parse_timestamp,
+                              RegisteredQuery, UnknownName, access_periods, audit_records, clean_text, delivered_rows,
+                              delivery_summary, diff_catalogs, format_timestamp, load_catalog_text, parse_own_id, parse_timestamp,
                               read_rows, read_status)
 from streamwarden.errors import SourceError, StreamwardenError
 from streamwarden.names import name_problem
