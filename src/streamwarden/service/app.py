@@ -33,8 +33,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from streamwarden.api import (MAX_CURSOR, STREAM, AccessChange, AuthorizationServer, Catalog, CatalogStore, Principal,
                               RegisteredQuery, UnknownName, access_periods, audit_records, clean_text, delivered_rows,
-                              delivery_summary, diff_catalogs, format_timestamp, load_catalog_text, parse_own_id, parse_timestamp,
-                              read_rows, read_status)
+                              delivery_summary, diff_catalogs, format_timestamp, load_catalog_text, parse_own_id,
+                              parse_timestamp, read_rows, read_status)
 from streamwarden.errors import SourceError, StreamwardenError
 from streamwarden.names import name_problem
 from streamwarden.service.auth import Authenticator
