@@ -381,7 +381,8 @@ NOTES = (
     "Each size is one process (`python -m bench.network_compile measure`) running three fresh children: one "
     "builds the store (the catalog saved, the N queries registered with `AuthorizationServer.register` and their "
     "owners' grants with `open_owns`, one transaction each), then two load and compile it, one as a driver does "
-    "(`NetworkRuntime.poll` pauses Python's cyclic collector while it loads the store and replans) and one with Python's cyclic garbage collector paused throughout. Phases are timed inside the child "
+    "(`NetworkRuntime.poll` pauses Python's cyclic collector while it loads the store and replans) and one with "
+    "Python's cyclic garbage collector paused throughout. Phases are timed inside the child "
     "(wall: `perf_counter`; CPU: `getrusage`); peak RSS is `ru_maxrss` after each phase (a high-water mark).",
     "*compile* = load + plan_network + group placement + member tables, wall, of the first compiling child "
     "(the target's measure); the imports before it are shown apart. Placement is "
