@@ -43,6 +43,9 @@ from streamwarden.engine.shield.decide import combined_mask, has_bit, server_mas
 from streamwarden.engine.shield.kernel import GOV
 
 POLICIES = "_policies"
+#: What authorized a row besides role policies: each Security Shield's decision, as
+#: ``SP <stream> of <policy ts>`` (the provider's policy that granted the tuple).
+PROVENANCE = "_provenance"
 BUCKET = "__time_bucket"
 #: A row's event time, when asked for (Inputs.event_time): what access changes are timed against.
 EVENT = "_event"
@@ -186,6 +189,7 @@ class _RowsWindows:
             *([F.col("_level").cast(LEVEL_TYPE).alias(ROW_LEVEL)] if lattice is not None else []),
             *([F.col(POLICIES)] if spec.policies else []),
             *([F.timestamp_micros(F.col("ts")).alias(EVENT)] if self.inputs.event_time else []),
+            *shielded_provenance(base),
         )
 
     def rows_stream(self, ready: DataFrame, spec: "rows.RowsSpec", node: Aggregate) -> DataFrame:
@@ -292,7 +296,7 @@ class _Compiler(_RowsWindows):
                 for g in grantors[1:]:
                     visible = visible | g
                 masked.append(F.when(visible, F.col(column)).alias(column))
-        extras = [c for c in frame.columns if c.startswith(("__action__", CARRIED))
+        extras = [c for c in frame.columns if c.startswith(("__action__", CARRIED)) or c == PROVENANCE
                   or c.endswith(f"__{ARRIVAL}") or c.endswith(f"__{RANK}")]
         return frame.select(*masked, *extras, holding.alias(POLICIES))
 
@@ -313,6 +317,10 @@ class _Compiler(_RowsWindows):
         frame = frame.withColumn("__mask", combined_mask(provider, immutable, server, node.combine, governed))
         others = sum(1 << j for j, name in enumerate(attributes) if name != "ts")
         frame = frame.filter(F.col("__mask").bitwiseAND(F.lit(others).cast("bigint")) != 0)
+        # the provider's policy that let this tuple through (a server policy decides only beside the
+        # provider's: combined_mask), named by its timestamp, as the provider dated it
+        entry = F.array(F.concat(F.lit(f"SP {node.stream} of "), iso_micros(decision["policy_ts"])))
+        frame = frame.withColumn(PROVENANCE, merged_provenance(frame, entry))
         masked = {physical_name(node.relation, name): j for j, name in enumerate(attributes) if name != "ts"}
         frame = frame.select(*[
             F.when(has_bit(F.col("__mask"), masked[c]), F.col(c)).alias(c) if c in masked else F.col(c)
@@ -338,7 +346,7 @@ class _Compiler(_RowsWindows):
 
     def project(self, node: Project) -> DataFrame:
         frame = self.compile(node.child)
-        keep = [F.col(POLICIES)] if POLICIES in frame.columns else []
+        keep = [F.col(c) for c in (POLICIES, PROVENANCE) if c in frame.columns]
         keep += [F.col(c) for c in frame.columns if c.startswith(CARRIED)]  # a shared template's member
         if self.inputs.lattice is not None:
             keep.append(self.row_level(node.child, frame).alias(ROW_LEVEL))
@@ -353,6 +361,8 @@ class _Compiler(_RowsWindows):
         right = right.drop(*[c for c in right.columns if c.startswith("__action__")])
         if POLICIES in right.columns:
             right = right.withColumnRenamed(POLICIES, "__right_policies")
+        if PROVENANCE in right.columns:
+            right = right.withColumnRenamed(PROVENANCE, "__right_provenance")
         condition = compile_expr(node.predicate) & self.coexistence(node)
         buckets = None if self.inputs.streaming else _time_buckets(node)
         if buckets is not None:
@@ -375,6 +385,9 @@ class _Compiler(_RowsWindows):
             merged = (F.sort_array(F.array_distinct(F.concat(F.col(POLICIES), F.col("__right_policies"))))
                       if POLICIES in left.columns else F.col("__right_policies"))
             joined = joined.withColumn(POLICIES, merged).drop("__right_policies")
+        if "__right_provenance" in joined.columns:
+            joined = joined.withColumn(PROVENANCE, merged_provenance(joined, F.col("__right_provenance"))
+                                       ).drop("__right_provenance")
         return joined
 
     def coexistence(self, node: Join) -> SparkColumn:
@@ -448,11 +461,39 @@ class _Compiler(_RowsWindows):
         end = F.col("__window.start") + F.expr(f"INTERVAL {_micros(size)} MICROSECONDS")
         if self.inputs.event_time:
             keep.append(end.alias(EVENT))  # a window's rows happen at its end
+        keep += shielded_provenance(node.child)
         return grouped.select(
             F.col("__window.start").alias("window_start"),
             end.alias("window_end"),
             *order, *keep, *[F.col(c) for c in carried],
         )
+
+
+def iso_micros(micros: SparkColumn) -> SparkColumn:
+    """``2026-03-01T10:00:00Z`` (with ``.ffffff`` when it has them): an instant in µs, as rows write times."""
+    ts = F.timestamp_micros(micros)
+    fraction = F.pmod(micros, F.lit(1_000_000))
+    return F.concat(F.date_format(ts, "yyyy-MM-dd'T'HH:mm:ss"),
+                    F.when(fraction != 0, F.concat(F.lit("."), F.lpad(fraction.cast("string"), 6, "0")))
+                    .otherwise(F.lit("")), F.lit("Z"))
+
+
+def merged_provenance(frame: DataFrame, more: SparkColumn) -> SparkColumn:
+    """``frame``'s provenance entries and ``more``, each once, sorted."""
+    if PROVENANCE not in frame.columns:
+        return more
+    return F.sort_array(F.array_distinct(F.concat(F.col(PROVENANCE), more)))
+
+
+def shielded_provenance(node: Node) -> list[SparkColumn]:
+    """An aggregate's provenance: the streams whose providers' policies decided its tuples
+    (one SP per tuple and many tuples per row: named by stream, each SP in the tuples' own
+    rows). Empty when no Security Shield is below ``node``."""
+    streams = sorted({n.stream for n in walk(node) if isinstance(n, Shield)})
+    if not streams:
+        return []
+    return [F.array(*[F.lit(f"SP {stream}: each tuple under its provider's policy") for stream in streams]
+                    ).alias(PROVENANCE)]
 
 
 def _aggregate(call: AggCall) -> SparkColumn:

@@ -24,7 +24,7 @@ from streamwarden.catalog.lattice import Lattice, Level
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.actions import actions_frame
 from streamwarden.engine.columns import CARRIED, GRAPH_OF_MEMBER, physical_name
-from streamwarden.engine.compiler import EVENT, POLICIES, Inputs, action_names, compile_graph
+from streamwarden.engine.compiler import EVENT, POLICIES, PROVENANCE, Inputs, action_names, compile_graph
 from streamwarden.engine.levels.columns import ROW_LEVEL, level_text
 from streamwarden.engine.levels.shepherd import guarded, routed_input
 from streamwarden.engine.plan_sql import quote as quoted_name
@@ -66,9 +66,25 @@ def iso_timestamp_of(name: str) -> SparkColumn:
                   f"concat('.', lpad(CAST({micros} AS STRING), 6, '0')) ELSE '' END, 'Z')")
 
 
+def provenance(root: Node, frame: DataFrame, lattice: Lattice | None) -> SparkColumn:
+    """What authorized each row of ``frame`` (compiled from ``root``), as its ``_policies``: the
+    role policies whose views held (their ids), each Security Shield's provider policy
+    (``SP HeartRate of 2026-03-01T10:00:00Z``; an aggregate names the stream) and the level
+    rule (``level [1] read at [1, ⊥]``: the row's level, dominated by the level the query runs
+    at). A row that no mechanism let through is never output, so this is never empty."""
+    parts = [F.col(c) for c in (POLICIES, PROVENANCE) if c in frame.columns]
+    guards = sorted({str(n.level) for n in walk(root) if isinstance(n, LevelGuard)})
+    if guards and lattice is not None:
+        level = level_text(ROW_LEVEL if ROW_LEVEL in frame.columns else "level", lattice)
+        parts.append(F.array(F.concat(F.lit("level "), level, F.lit(f" read at {', '.join(guards)}"))))
+    if not parts:
+        return F.array().cast("array<string>")
+    return parts[0] if len(parts) == 1 else F.concat(*parts)
+
+
 def output_frame(graph: AuthorizedGraph, frame: DataFrame, lattice: Lattice | None = None) -> DataFrame:
-    """The rows a user receives from ``graph``: its columns, ``_policies`` and ``_graph``
-    (and, with security levels, ``level``: the LUB of the row's tuples' levels)."""
+    """The rows a user receives from ``graph``: its columns, ``_policies`` (:func:`provenance`)
+    and ``_graph`` (and, with security levels, ``level``: the LUB of the row's tuples' levels)."""
     columns = []
     names = set()
     for f in graph.root.fields:
@@ -82,7 +98,7 @@ def output_frame(graph: AuthorizedGraph, frame: DataFrame, lattice: Lattice | No
         columns.append(column.alias(name))
     if lattice is not None and "level" not in names:
         columns.append(level_text(ROW_LEVEL, lattice).alias("level"))
-    policies = F.col(POLICIES) if POLICIES in frame.columns else F.array().cast("array<string>")
+    policies = provenance(graph.root, frame, lattice)
     if EVENT in frame.columns:
         columns.append(F.col(EVENT))
     # a shared template's rows: each member's own graph id, and the member (streamwarden.runtime.groups)

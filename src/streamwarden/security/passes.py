@@ -26,7 +26,7 @@ from streamwarden.errors import AuthorizationError, StreamwardenError
 from streamwarden.language.binder import BoundQuery, bound_query
 from streamwarden.language.insert_sp import InsertSp
 from streamwarden.plan import expr as E
-from streamwarden.plan.nodes import Node, sources
+from streamwarden.plan.nodes import LevelGuard, Node, Shield, sources, walk
 from streamwarden.security.levels.guard import level_pass, query_level
 from streamwarden.security.punctuation.placement import shield_pass
 from streamwarden.security.rewrite.algorithm import Rewriting, check_user, rewrite
@@ -71,13 +71,29 @@ def secure(catalog: Catalog, user: str, query: str | BoundQuery | Node,
             raise AuthorizationError(
                 f"ON RESULT re-publishes results, which needs the providers' WITH GRANT OPTION; stream "
                 f"{plain[0]} carries no security punctuations, so nothing in it can be delegated")
-    graphs = tuple(
-        replace(g, root=level_pass(catalog, shield_pass(catalog, user, g.root, grant_only=bool(on_result),
-                                                        join_strategy=options.join_strategy,
-                                                        placement=options.placement), level))
-        for g in rewriting.graphs
-    )
-    return replace(rewriting, graphs=graphs, level=level, secured=True)
+    graphs = []
+    for g in rewriting.graphs:
+        root = level_pass(catalog, shield_pass(catalog, user, g.root, grant_only=bool(on_result),
+                                               join_strategy=options.join_strategy, placement=options.placement),
+                          level)
+        graphs.append(replace(g, root=root, policies=g.policies + mechanisms(root)))
+    return replace(rewriting, graphs=tuple(graphs), level=level, secured=True)
+
+
+def mechanisms(root: Node) -> tuple[str, ...]:
+    """What besides role policies authorizes ``root``'s rows, as a graph's policies name it (its
+    rows name each instance: :func:`streamwarden.engine.execute.provenance`): each punctuated
+    stream's providers' policies (``SP HeartRate``) and the level the inputs are guarded at
+    (``level read at [1, ⊥]``).
+
+        >>> from streamwarden.catalog.loader import load_catalog
+        >>> mechanisms(secure(load_catalog("examples/health.yaml"), "carol",
+        ...                   "SELECT Beats_per_min FROM HeartRate").graphs[0].root)
+        ('SP HeartRate',)
+    """
+    shields = sorted({n.stream for n in walk(root) if isinstance(n, Shield)})
+    levels = sorted({str(n.level) for n in walk(root) if isinstance(n, LevelGuard)})
+    return (*(f"SP {stream}" for stream in shields), *(f"level read at {level}" for level in levels))
 
 
 class SecureCache:
@@ -174,4 +190,4 @@ def _profile_value(profile: Mapping[str, object], attribute: str) -> tuple[str, 
     return (f"{type(value).__module__}.{type(value).__qualname__}", repr(value))
 
 
-__all__ = ["SecureCache", "SecurityOptions", "secure"]
+__all__ = ["SecureCache", "SecurityOptions", "mechanisms", "secure"]

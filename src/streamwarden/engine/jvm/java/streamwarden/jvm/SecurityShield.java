@@ -34,8 +34,9 @@ import org.apache.spark.sql.types.StructType;
  * when the shield denies the tuple, else {@code mask} (the attributes the governing SPs
  * grant: the masks of the positive SPs whose tuple pattern matches the key, minus those of
  * the negative ones), {@code grant} (the same counting only positive SPs WITH GRANT OPTION)
- * and {@code immutable} (some governing SP is). Denied tuples still leave, so the event-time
- * watermark follows every tuple.
+ * {@code immutable} (some governing SP is) and {@code policy_ts} (the governing policy's
+ * timestamp, micros: what the row's provenance names). Denied tuples still leave, so the
+ * event-time watermark follows every tuple.
  *
  * <p>In quarantine mode the reader passes each broken record of a provider as a marker, whose
  * {@code _code} is {@link #QUARANTINED} and whose payload is NULL: an SP marker (its policy ts
@@ -52,7 +53,8 @@ public final class SecurityShield implements FlatMapGroupsWithStateFunction<Stri
     static final StructType DECISION = new StructType()
         .add("mask", DataTypes.LongType, false)
         .add("grant", DataTypes.LongType, false)
-        .add("immutable", DataTypes.BooleanType, false);
+        .add("immutable", DataTypes.BooleanType, false)
+        .add("policy_ts", DataTypes.LongType, false);
 
     static boolean quarantined(Row row) {
         return !row.isNullAt(CODE) && row.getString(CODE).equals(QUARANTINED);
@@ -129,8 +131,9 @@ public final class SecurityShield implements FlatMapGroupsWithStateFunction<Stri
                 if (marker) {
                     continue;  // a broken tuple: its effect on the state only, never delivered
                 }
+                // governing: the policy the tuple names (its sp_ts) is the provider's current one
                 Row decision = governing == null ? null : decide(governing, row.isNullAt(KTEXT) ? null
-                    : row.getString(KTEXT), row.isNullAt(KNUM) ? null : row.getDouble(KNUM));
+                    : row.getString(KTEXT), row.isNullAt(KNUM) ? null : row.getDouble(KNUM), spTs);
                 out.add(RowFactory.create(row.get(PAYLOAD), decision));
             }
         }
@@ -139,7 +142,7 @@ public final class SecurityShield implements FlatMapGroupsWithStateFunction<Stri
     }
 
     /** The decision of the governing SPs on a key (see the class comment). */
-    static Row decide(SpCode[] governing, String key, Double number) {
+    static Row decide(SpCode[] governing, String key, Double number, long policyTs) {
         long granted = 0, grantable = 0, denied = 0;
         boolean immutable = false;
         for (SpCode sp : governing) {
@@ -156,7 +159,7 @@ public final class SecurityShield implements FlatMapGroupsWithStateFunction<Stri
                 }
             }
         }
-        return RowFactory.create(granted & ~denied, grantable & ~denied, immutable);
+        return RowFactory.create(granted & ~denied, grantable & ~denied, immutable, policyTs);
     }
 
     /** {@code input} (the columns above) through one shield per {@code _g}: {@code _payload}, {@code _gov}. */
