@@ -19,14 +19,17 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, ContextManager, Sequence
+from typing import TYPE_CHECKING, Callable, ContextManager, Sequence
 
 from streamwarden.engine.execute import describe_failure, input_errors
-from streamwarden.engine.session import SparkSettings, lower_priority, requested, spark_settings, start_logged_spark
+from streamwarden.engine.session import (SparkSettings, get_spark, lower_priority, requested, spark_settings,
+                                         start_logged_spark)
 from streamwarden.engine.spark_log import silence_spark_log, spark_log_path
+from streamwarden.runtime.progress import Progress, ProgressWatch
 from streamwarden.runtime.runner import QueryRunner, Runner
 
 if TYPE_CHECKING:  # pyspark lives in the engine and the runtime; the API only passes queries on
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 
@@ -43,9 +46,11 @@ def using_spark(master: str | None = None, conf: Sequence[str] = (), *,
 
 
 def keep_running(runner: Runner | StreamingQuery, stop: threading.Event, *, hurry: threading.Event | None = None,
-                 poll_seconds: float = 2.0, batch_grace: float = 120.0) -> None:
+                 poll_seconds: float = 2.0, batch_grace: float = 120.0,
+                 tick: Callable[[], None] | None = None) -> None:
     """Keep ``runner`` going until it ends (with ``available_now``) or ``stop`` is set, applying
-    the store's live changes (:meth:`Runner.poll`) every ``poll_seconds``. Once ``stop`` is set,
+    the store's live changes (:meth:`Runner.poll`) every ``poll_seconds`` and calling ``tick``
+    (a progress line) about twice a second. Once ``stop`` is set,
     it returns when the micro-batch under way has finished (at most ``batch_grace`` seconds, or
     until ``hurry`` is set), so that :func:`stop_quietly` then cuts nothing half-way: the caller
     stops the runner (a command line first puts its signal handlers back). A broken input record
@@ -67,12 +72,21 @@ def keep_running(runner: Runner | StreamingQuery, stop: threading.Event, *, hurr
             if runner.wait(0.5):
                 break
             runner.check()
+            if tick is not None:
+                tick()
             if not runner.available_now and time.monotonic() >= next_poll:
                 runner.poll()
                 next_poll = time.monotonic() + poll_seconds
         deadline = time.monotonic() + batch_grace
         while stop.is_set() and not hurry.is_set() and time.monotonic() < deadline and runner.in_batch():
             time.sleep(0.1)
+
+
+def progress_watch(spark: SparkSession | None = None) -> ProgressWatch:
+    """A :class:`~streamwarden.runtime.progress.ProgressWatch` of every streaming query started
+    from now on (create it before starting them; :meth:`~ProgressWatch.attach` the runner for its
+    deliveries, :meth:`~ProgressWatch.close` at the end)."""
+    return ProgressWatch(spark or get_spark())
 
 
 def stop_quietly(runner: Runner | StreamingQuery) -> None:
@@ -98,6 +112,6 @@ def _runner(runner: Runner | StreamingQuery) -> Runner:
 
 
 __all__ = [
-    "Runner", "SparkSettings", "describe_failure", "keep_running", "lower_priority", "silence_spark_log",
-    "spark_log_path", "start_logged_spark", "stop_quietly", "using_spark",
+    "Progress", "ProgressWatch", "Runner", "SparkSettings", "describe_failure", "keep_running", "lower_priority",
+    "progress_watch", "silence_spark_log", "spark_log_path", "start_logged_spark", "stop_quietly", "using_spark",
 ]

@@ -316,6 +316,8 @@ def start_stream(
         check_checkpoint(checkpoint, sink, sink_written=any((Path(sink) / name).exists()
                                                             for name in ("_spark_metadata", SINK_MARKER)))
     private_dir(checkpoint)
+    # what each micro-batch gives the user, in its progress report (a foreachBatch sink reports none)
+    frame = frame.observe(ROWS_OUT, F.count(F.lit(1)).alias("rows"))
     writer = stream_writer(frame, checkpoint, trigger=trigger, available_now=available_now,
                            query_name=query_name).outputMode("append")
     if sink == "console":
@@ -331,6 +333,10 @@ def start_stream(
         writer = writer.foreachBatch(RowFiles(folder, BatchNumbers(Path(checkpoint) / NUMBERS / "sink.json")))
     return start_writer(writer, frame.sparkSession)
 
+
+#: The observation counting the rows a ``run`` micro-batch writes (its progress report's
+#: ``observedMetrics``; streamwarden.runtime.progress reads it).
+ROWS_OUT = "rows_out"
 
 #: Written in a ``run`` sink when it starts: the folder is a sink (committed to, even before
 #: any row), which a checkpoint that has committed batches needs to resume.

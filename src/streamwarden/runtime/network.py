@@ -276,6 +276,18 @@ class NetworkRuntime(StreamsRunner):
             return own + [g.query for g in self.groups.values() if g.query is not None and g.failure is None
                           and _failure(g.query) is None]
 
+    def delivery_totals(self) -> tuple[int, int, int]:
+        """(rows delivered, users who received rows, rows withheld outside grants) over the
+        pipelines this process runs (a progress line; read without the lock a batch may hold:
+        counts a batch is adding may be seen at the next line)."""
+        delivered: dict[str, int] = {}
+        withheld = 0
+        for running in list(self.running.values()):
+            for user, count in list(running.rows.items()):
+                delivered[user] = delivered.get(user, 0) + count
+            withheld += sum(list(running.withheld.values()))
+        return sum(delivered.values()), sum(1 for n in delivered.values() if n), withheld
+
     def check(self) -> None:
         """Note the pipelines that stopped on an error (each alone: the others run on); never
         raises for them. :meth:`failures` says which, and why."""

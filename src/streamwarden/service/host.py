@@ -22,9 +22,13 @@ import logging
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from streamwarden.api import (Catalog, NetworkRuntime, PipelineStatus, RegisteredQuery, deployed_policies,
                               network_info, pipeline_statuses, runnable_problem, silence_spark_log)
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger("streamwarden.service")
 
@@ -40,6 +44,9 @@ class NetworkHost:
         self._applying = threading.Condition(threading.Lock())  # refresh(): who asked, which poll covers them
         self._asked = self._applied = 0
         self._polling = False
+        #: ``catching_up`` until every Spark query of the network has processed what its input held
+        #: (right after a start, a restart or a new group), then ``live``; read by ``GET rows``
+        self.state = "catching_up"
 
     @property
     def checkpoint_root(self) -> Path:
@@ -112,6 +119,16 @@ class NetworkHost:
         while not self._stop.wait(self.poll_seconds):
             self.refresh()
             self.runtime.check()  # notes (and logs, once) a pipeline that failed since
+            self.state = "catching_up" if any(_behind(stream) for stream in self.runtime.streams) else "live"
+
+
+def _behind(stream: "StreamingQuery") -> bool:
+    """Has ``stream`` not yet run a micro-batch, or does its input hold data it has not read?
+    (Spark's own status, as of its last trigger.)"""
+    try:
+        return stream.isActive and (stream.lastProgress is None or bool(stream.status.get("isDataAvailable")))
+    except Exception:  # a query stopping under us: not what keeps a user waiting
+        return False
 
 
 __all__ = ["NetworkHost", "PipelineStatus"]
