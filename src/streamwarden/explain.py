@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from streamwarden.catalog.model import Catalog
 from streamwarden.plan.nodes import Shield, render_tree, walk
 from streamwarden.security.rewrite.algorithm import Rewriting
+from streamwarden.words import in_words
 
 if TYPE_CHECKING:
     from streamwarden.papers.network.optimizer import SharedPlan
@@ -41,7 +42,8 @@ def explain_text(rewriting: Rewriting, catalog: Catalog | None = None, *, sql: b
     roles = ""
     if catalog is not None and rewriting.user in catalog.users:
         roles = f" (roles: {', '.join(sorted(catalog.effective_roles(rewriting.user)))})"
-    lines = [f"Query for {rewriting.user}{roles}: {rewriting.query}".rstrip(), "", "Query graph:",
+    lines = [f"Query for {rewriting.user}{roles}: {rewriting.query}".rstrip(), "", "In words:",
+             *(f"  {sentence}" for sentence in in_words(rewriting)), "", "Query graph:",
              textwrap.indent(render_tree(rewriting.plan), "  "), ""]
     if not rewriting.graphs:
         lines.append("No authorized graph: no policy lets this user read these streams, so the query returns nothing.")
@@ -130,6 +132,7 @@ def explain_json(rewriting: Rewriting, catalog: Catalog | None = None, *, sql: b
     return {
         "user": rewriting.user,
         "query": rewriting.query,
+        "summary": in_words(rewriting),
         "plan": render_tree(rewriting.plan),
         "graphs": [
             {

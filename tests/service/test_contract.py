@@ -65,10 +65,11 @@ def test_rows_with_cursors_in_delivery_order(client, tokens, service):
     deliver(service, "ann", internal, 1, ['{"sensor":2}', '{"sensor":1}'])
     deliver(service, "ann", internal, 2, ['{"sensor":3}'])
     first = client.get("/v1/queries/q1/rows?limit=2", headers=tokens.header("ann")).json()
-    assert first == {"rows": [{"sensor": 1}, {"sensor": 2}], "next": "2"}
+    assert first == {"rows": [{"sensor": 1}, {"sensor": 2}], "next": "2", "event_time": None}  # no network: no state
     rest = client.get(f"/v1/queries/q1/rows?after={first['next']}", headers=tokens.header("ann")).json()
-    assert rest == {"rows": [{"sensor": 3}], "next": "3"}
-    assert client.get("/v1/queries/q1/rows?after=3", headers=tokens.header("ann")).json() == {"rows": [], "next": "3"}
+    assert rest == {"rows": [{"sensor": 3}], "next": "3", "event_time": None}
+    assert client.get("/v1/queries/q1/rows?after=3", headers=tokens.header("ann")).json() == {
+        "rows": [], "next": "3", "event_time": None}
     assert client.get("/v1/queries/q1/rows?after=-1", headers=tokens.header("ann")).status_code == 422
     shown = client.get("/v1/queries/q1", headers=tokens.header("ann")).json()
     assert shown["status"]["rows_delivered"] == 3 and shown["status"]["last_batch"]["rows"] == 1

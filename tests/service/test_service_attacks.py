@@ -315,7 +315,8 @@ def test_bob_with_his_own_q1_still_never_reaches_anns(client, tokens, service):
     missing = client.get("/v1/queries/zz9/rows", headers=tokens.header("bob"))
     _same_but_id(client.get(f"/v1/queries/{own_id('ann', 'q1')}/rows", headers=tokens.header("bob")), missing,
                  own_id("ann", "q1"), "zz9")
-    assert client.get("/v1/queries/q1/rows", headers=tokens.header("bob")).json() == {"rows": [], "next": "0"}
+    assert client.get("/v1/queries/q1/rows", headers=tokens.header("bob")).json() == {
+        "rows": [], "next": "0", "event_time": None}
 
 
 # -- cursors -------------------------------------------------------------------------------------------
@@ -627,7 +628,7 @@ def test_a_users_id_shaped_like_another_users_internal_id_stays_theirs(client, t
     assert made.status_code == 201, made.text
     assert own_id("bob", own_id("ann", "q1")) in service.server.registered()
     rows = client.get(f"/v1/queries/{own_id('ann', 'q1')}/rows", headers=tokens.header("bob")).json()
-    assert rows == {"rows": [], "next": "0"}
+    assert rows == {"rows": [], "next": "0", "event_time": None}
     assert [q["id"] for q in client.get("/v1/queries", headers=tokens.header("ann")).json()["queries"]] == ["q1"]
 
 

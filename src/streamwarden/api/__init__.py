@@ -42,8 +42,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what type checkers see; at run time each module loads on first use (below)
     from streamwarden.api.catalog import (STREAM, AccessChange, AuthorizationServer, Catalog, CatalogDiff,
                                           RegisteredQuery, StreamDef, access_periods, access_time, diff_catalogs,
-                                          load_access, load_catalog, load_catalog_text, load_queries, own_id,
-                                          parse_own_id, register, replacing, unregister, update_catalog)
+                                          load_access, load_catalog, load_catalog_text, load_queries, Opening,
+                                          openings, own_id, parse_own_id, register, replacing, unregister,
+                                          update_catalog)
     from streamwarden.api.identity import (AuditError, AuditRecord, Principal, ProviderKey, VerifyResult, append_all,
                                            append_audit, audit_records, authenticate, check_key_text, clean_text,
                                            create_token, parse_audit_anchor, parse_expiry, revoke_provider_tokens,
@@ -57,9 +58,9 @@ if TYPE_CHECKING:  # what type checkers see; at run time each module loads on fi
                                           run_levels)
     from streamwarden.api.store import (STORE_HELP, CatalogStore, NoStore, UnknownName, check_store_outside,
                                         default_store, store_log_dir)
-    from streamwarden.api.spark import (Runner, SparkSettings, describe_failure, keep_running, lower_priority,
-                                        silence_spark_log, spark_log_path, start_logged_spark, stop_quietly,
-                                        using_spark)
+    from streamwarden.api.spark import (Progress, ProgressWatch, Runner, SparkSettings, describe_failure,
+                                        keep_running, lower_priority, progress_watch, silence_spark_log,
+                                        spark_log_path, start_logged_spark, stop_quietly, using_spark)
     from streamwarden.api.values import (MAX_SN, InsertSp, checked_sp_record, format_timestamp, parse_duration,
                                          parse_sp_statements, parse_timestamp, shown, sp_records, typed_value)
 
@@ -84,7 +85,8 @@ __all__ = [
     # catalog
     "STREAM", "AccessChange", "AuthorizationServer", "Catalog", "CatalogDiff", "RegisteredQuery", "StreamDef",
     "access_periods", "access_time", "diff_catalogs", "load_access", "load_catalog", "load_catalog_text",
-    "load_queries", "own_id", "parse_own_id", "register", "replacing", "unregister", "update_catalog",
+    "load_queries", "Opening", "openings", "own_id", "parse_own_id", "register", "replacing", "unregister",
+    "update_catalog",
     # identity
     "AuditError", "AuditRecord", "Principal", "ProviderKey", "VerifyResult", "append_all", "append_audit",
     "audit_records", "authenticate", "check_key_text", "clean_text", "create_token", "parse_audit_anchor",
@@ -99,8 +101,8 @@ __all__ = [
     "LevelProcessor", "LevelQuery", "ReplayReport", "Rewriting", "authorize", "authorize_registered", "explain_json",
     "explain_text", "replay", "replay_to_file", "run", "run_levels",
     # spark
-    "Runner", "SparkSettings", "describe_failure", "keep_running", "lower_priority", "silence_spark_log",
-    "spark_log_path", "start_logged_spark", "stop_quietly", "using_spark",
+    "Progress", "ProgressWatch", "Runner", "SparkSettings", "describe_failure", "keep_running", "lower_priority",
+    "progress_watch", "silence_spark_log", "spark_log_path", "start_logged_spark", "stop_quietly", "using_spark",
     # values
     "MAX_SN", "InsertSp", "checked_sp_record", "format_timestamp", "parse_duration", "parse_sp_statements",
     "parse_timestamp", "shown", "sp_records", "typed_value",

@@ -25,6 +25,7 @@ from streamwarden.catalog.authorization import AuthorizationServer, change_time
 from streamwarden.catalog.diff import CatalogDiff, diff_catalogs
 from streamwarden.catalog.loader import load_catalog, load_catalog_text
 from streamwarden.catalog.model import Catalog, StreamDef
+from streamwarden.catalog.openings import Opening, openings
 from streamwarden.catalog.registry import (STREAM, AccessChange, RegisteredQuery, access_periods, load_access,
                                            load_queries, own_id, parse_own_id)
 from streamwarden.catalog.store import CatalogStore
@@ -77,5 +78,6 @@ def replacing(store: CatalogStore, catalog: Catalog) -> CatalogDiff | None:
 __all__ = [
     "STREAM", "AccessChange", "AuthorizationServer", "Catalog", "CatalogDiff", "RegisteredQuery", "StreamDef",
     "access_periods", "access_time", "diff_catalogs", "load_access", "load_catalog", "load_catalog_text",
-    "load_queries", "own_id", "parse_own_id", "register", "replacing", "unregister", "update_catalog",
+    "load_queries", "Opening", "openings", "own_id", "parse_own_id", "register", "replacing", "unregister",
+    "update_catalog",
 ]

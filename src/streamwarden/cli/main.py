@@ -53,8 +53,21 @@ def _inputs(pairs: Sequence[str]) -> dict[str, str]:
         stream, sep, path = pair.partition("=")
         if not sep or not stream or not path:
             raise StreamwardenError(f"--input expects STREAM=PATH, got {pair!r}")
-        inputs[stream] = path
+        inputs[stream] = os.path.abspath(path)  # Spark's JVM resolves a relative path against its own folder
     return inputs
+
+
+#: Options naming a file or folder Spark reads or writes: made absolute where the command was
+#: typed, since the JVM resolves a relative path against the folder it started in (the same for
+#: a command line; not for a caller that changed folder after Spark started).
+_PATH_OPTIONS = ("sink", "output", "output_dir", "checkpoint", "sp_folder", "log_dir")
+
+
+def _absolute_paths(args: argparse.Namespace) -> None:
+    for name in _PATH_OPTIONS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value and not (name == "sink" and value == "console"):
+            setattr(args, name, os.path.abspath(value))
 
 
 DURATION = "a duration like '2 seconds' or '1 minute'"
@@ -346,6 +359,7 @@ def _port(text: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (never raises, except argparse's usage exit 2)."""
     args = _parser().parse_args(argv)
+    _absolute_paths(args)
     debug = bool(getattr(args, "debug", False))
     previous_umask = os.umask(0o077)  # before Spark starts: its JVM inherits it
     try:
@@ -470,8 +484,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                         trigger=_trigger(args.trigger), available_now=args.available_now,
                         join_strategy=args.join_strategy,
                         level=args.level, into=args.into)
-        print(f"running {query.id} -> {args.sink} ({'; '.join(['Ctrl-C to stop', *_spark_log_note(args)])})",
-              file=sys.stderr)
+        until = "until its input is processed" if args.available_now else "Ctrl-C to stop"
+        print(f"running {query.id} -> {args.sink} ({'; '.join([until, *_spark_log_note(args)])})", file=sys.stderr)
         return _until_done(query, f"the query {query.id}")
     if args.command == "action":
         return _action(args)
@@ -530,8 +544,15 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replacing_note(store_url: str | None, catalog: "api.Catalog") -> str:
+    """`` (replaced the catalog drill.yaml: removed ...)`` when loading ``catalog`` into the store
+    replaces a different one; empty when the store holds none or the same."""
+    replaced = api.replacing(api.CatalogStore(store_url), catalog)
+    return "" if replaced is None or replaced.unchanged else f" ({replaced.describe()})"
+
+
 def _count(n: int, what: str) -> str:
-    """``1 policy``, ``3 policies``, ``0 actions``."""
+    """``1 policy``, ``3 policies``, ``0 actions``, ``2 Spark queries``."""
     plural = what[:-1] + "ies" if what.endswith("y") else what + "s"
     return f"{n:,} {what if n == 1 else plural}"
 
@@ -574,12 +595,15 @@ def _until_done(runner: Any, what: str, *, poll_seconds: float = 2.0, batch_grac
     if threading.current_thread() is threading.main_thread():
         # Not PySpark's SIGINT handler (cancel every job, raise inside a Py4J call): note it, stop in order.
         handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    progress = _ProgressLines(api.progress_watch(), runner)
     try:
-        api.keep_running(runner, stopping, hurry=hurry, poll_seconds=poll_seconds, batch_grace=batch_grace)
+        api.keep_running(runner, stopping, hurry=hurry, poll_seconds=poll_seconds, batch_grace=batch_grace,
+                         tick=progress.tick)
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         api.stop_quietly(runner)
+        progress.close()
     if not received:
         return 0
     if received[0] == signal.SIGTERM:
@@ -587,6 +611,35 @@ def _until_done(runner: Any, what: str, *, poll_seconds: float = 2.0, batch_grac
         return 0
     print(f"interrupted: stopped {what}; what it committed is kept", file=sys.stderr)
     return EXIT_INTERRUPTED
+
+
+class _ProgressLines:
+    """A line on stderr per micro-batch that read rows (on a terminal, one line rewritten in
+    place, as Spark's console progress bar and pip do), and the totals when the run ends."""
+
+    def __init__(self, watch: "api.ProgressWatch", runner: Any):
+        self.watch = watch
+        watch.attach(runner)
+        self.live = sys.stderr.isatty()
+        self.shown = False
+
+    def tick(self) -> None:
+        if self.watch.changed():
+            self._show(self.watch.totals().line())
+
+    def _show(self, line: str) -> None:
+        if self.live:
+            print(f"\r{line}\x1b[K", end="", file=sys.stderr, flush=True)
+        else:
+            print(line, file=sys.stderr, flush=True)
+        self.shown = True
+
+    def close(self) -> None:
+        totals = self.watch.final()
+        self.watch.close()
+        if self.live and self.shown:
+            print(file=sys.stderr)  # the live line stays; the summary goes below it
+        print(f"done: {totals.line()}", file=sys.stderr)
 
 
 def _access_change(args: argparse.Namespace) -> int:
@@ -633,14 +686,19 @@ def _network_run(args: argparse.Namespace) -> int:
     catalog = api.load_catalog(args.catalog) if args.catalog else None
     queries = api.load_queries(args.queries, catalog) if args.queries and catalog is not None else None
     inputs, lateness, trigger = _inputs(args.input), _lateness(args.lateness), _trigger(args.trigger)
+    if catalog is not None and (note := _replacing_note(args.store, catalog)):
+        print(f"catalog {args.catalog} loaded into the store{note}", file=sys.stderr)
     with _warning_lines("streamwarden.network"):  # quarantined records and failed pipelines: one line each
         runtime = api.run_network(inputs, args.output_dir, store_url=args.store, catalog=catalog, queries=queries,
                                   checkpoint_root=args.checkpoint or None, lateness=lateness, trigger=trigger,
                                   available_now=args.available_now)
         info = api.network_info(runtime)
         until = "until its input is processed" if args.available_now else "Ctrl-C to stop"
-        print(f"network of {info.queries} queries running as {info.spark_queries} pipelines, checkpoint "
-              f"{info.checkpoint_root}; grant/revoke/register/check with --store {info.store_url} "
+        waiting = " (none of their users has access yet: a grant starts them)" if info.pipelines and not \
+            info.spark_queries else ""
+        print(f"network: {_count(info.queries, 'registered query')} as {_count(info.pipelines, 'pipeline')}, "
+              f"{_count(info.spark_queries, 'Spark query')} running{waiting}; checkpoint {info.checkpoint_root}; "
+              f"grant/revoke/register/check with --store {info.store_url} "
               f"({'; '.join([until, *_spark_log_note(args)])})", file=sys.stderr)
         code = _until_done(runtime, "the network", poll_seconds=min(2.0, max(0.2, _seconds(args.trigger))))
     failed = runtime.failures()  # each stopped alone, the others ran on; said once as it happened
@@ -704,8 +762,9 @@ def _network(args: argparse.Namespace) -> int:
     catalog = api.load_catalog(args.catalog)
     queries = api.load_queries(args.queries, catalog)
     if args.network_command == "register":
+        replaced = _replacing_note(args.store, catalog)
         url = api.register(queries, catalog, args.store)
-        print(f"registered {', '.join(q.id for q in queries)} in {url}", file=sys.stderr)
+        print(f"registered {', '.join(q.id for q in queries)} in {url}{replaced}", file=sys.stderr)
         return 0
     changes = api.load_access(args.access, queries)
     # every input checked before Spark starts; with --store, the queries registered there too

@@ -33,8 +33,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from streamwarden.api import (MAX_CURSOR, STREAM, AccessChange, AuthorizationServer, Catalog, CatalogStore, Principal,
                               RegisteredQuery, UnknownName, access_periods, audit_records, clean_text, delivered_rows,
-                              delivery_summary, diff_catalogs, format_timestamp, load_catalog_text, parse_own_id,
-                              parse_timestamp, read_rows, read_status)
+                              delivery_summary, diff_catalogs, format_timestamp, load_catalog_text, openings,
+                              parse_own_id, parse_timestamp, read_rows, read_status)
 from streamwarden.errors import SourceError, StreamwardenError
 from streamwarden.names import name_problem
 from streamwarden.service.auth import Authenticator
@@ -114,6 +114,11 @@ class QueryIn(BaseModel):
 class RowsOut(BaseModel):
     rows: list[dict[str, Any]] = Field(description="your rows in delivery order, as in the replay contract")
     next: str = Field(description="the cursor after the last row (pass it as after=)")
+    network: Literal["catching_up", "live"] | None = Field(
+        None, description="catching_up: the network is still reading input it already holds (more rows may come "
+                          "at once); live: it has read everything available; absent without a running network")
+    event_time: str | None = Field(None, description="the latest event time of a row of this query the network "
+                                                     "has emitted (delivered to you or not); null: none yet")
 
 
 class GrantIn(BaseModel):
@@ -186,6 +191,12 @@ def create_app(service: Service) -> FastAPI:
         principal = caller(request, "identity.read", "me")
         return {"name": principal.name, "kind": principal.kind, "admin": principal.admin,
                 **({"stream": principal.stream} if principal.kind == "provider" else {})}
+
+    @app.get("/v1/streams")
+    def streams(request: Request) -> dict[str, Any]:
+        """The streams your policies open to you: which attributes, why, and a query that works."""
+        principal = user_caller(request, "streams.list", "streams")
+        return {"streams": [o.as_json() for o in openings(service.store.load(), principal.name)]}
 
     # -- users: their queries ------------------------------------------------------------------------
     @app.post("/v1/queries", status_code=201)
@@ -261,7 +272,8 @@ def create_app(service: Service) -> FastAPI:
         if page.lines:  # the audit names the policies that authorized what was read
             request.state.policies = service.policies(entry.internal, principal.name)
         # the rows as the network wrote them (Spark's to_json): passed on, not parsed and encoded again
-        body = '{"rows":[' + ",".join(page.lines) + '],"next":"' + str(page.next) + '"}'
+        body = '{"rows":[' + ",".join(page.lines) + '],"next":"' + str(page.next) + '"' + _progress_fields(
+            service, principal.name, entry.internal) + "}"
         return Response(body, media_type="application/json")
 
     @app.get("/v1/queries/{query_id}/stream")
@@ -504,6 +516,19 @@ def _catalog_changes(store: CatalogStore, after: Catalog) -> dict[str, Any]:
     except StreamwardenError:  # a stored catalog that no longer loads is replaced whole
         return {"catalog": after.name, "replaced": "the stored catalog could not be read"}
     return diff_catalogs(before, after).detail(limit=MAX_NAMES)
+
+
+def _progress_fields(service: Service, user: str, query: str) -> str:
+    """``,"network":"live","event_time":"..."`` for ``GET rows``: is the network still catching up,
+    and how far has this query got (the user's status file, as the network last wrote it)."""
+    fields: dict[str, str | None] = {}
+    if service.host is not None:
+        fields["network"] = service.host.state
+    try:
+        fields["event_time"] = read_status(service.output, user, query).get("event_time")
+    except (OSError, ValueError):  # not reported yet
+        fields["event_time"] = None
+    return "".join(f",{json.dumps(k)}:{json.dumps(v)}" for k, v in fields.items())
 
 
 def _summary(service: Service, entry: Entry, principal: Principal) -> dict[str, Any]:
@@ -797,8 +822,9 @@ class _Audited:
         detail = {**(extra if isinstance(extra, dict) else {}), "status": status,
                   "method": method if method != "other" else clean_text(given, 32)}
         self.service.metrics.request(action, outcome)
+        poll = any(k == b"x-streamwarden-poll" and v == b"1" for k, v in scope.get("headers", ()))
         self.service.trail.record(principal, action, target, outcome, policies=state.get("policies", ()),
-                                  request_id=request_id, detail=detail)
+                                  request_id=request_id, detail=detail, poll=poll)
 
 
 def _secure_headers(message: Message, request_id: str) -> None:
