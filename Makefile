@@ -12,9 +12,12 @@ check-java:
 $(STAMP): pyproject.toml
 	@scripts/check_java.sh
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing streamwarden and its dependencies into $(VENV) (PySpark is about 450 MB: a few minutes the first time)"
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	@echo "compiling streamwarden's JVM operators with javac (once; about 2 minutes on 2 cores)"
 	$(BIN)/python -m streamwarden.engine.jvm >/dev/null
+	@echo "ready: $(VENV) (streamwarden $$($(BIN)/streamwarden --version 2>/dev/null | cut -d' ' -f2))"
 	@touch $(STAMP)
 
 demo: $(STAMP)

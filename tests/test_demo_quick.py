@@ -20,6 +20,8 @@ from streamwarden.demo.samples import write_samples
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+#: The README and every page of docs/ whose commands run in the demo's folder as written.
+PAGES = (README, *sorted((ROOT / "docs").glob("*.md")))
 
 
 @pytest.fixture(scope="module")
@@ -56,34 +58,38 @@ def _files_read(command: list[str]) -> list[str]:
     return paths
 
 
-def test_every_file_readme_names_is_left_by_the_demo(demo_folder):
-    text = README.read_text()
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_file_a_page_names_is_left_by_the_demo(demo_folder, page):
+    text = page.read_text()
     commands = _commands(text)
-    assert any(c[0] == "check" for c in commands) and any(c[0] == "network" for c in commands)
+    if page in (README, ROOT / "docs" / "cli.md"):
+        assert any(c[0] == "check" for c in commands) and any(c[0] == "network" for c in commands)
     read = {path for command in commands for path in _files_read(command)}
     python = "\n".join(re.findall(r"```python\n(.*?)```", text, flags=re.S))
     read |= set(re.findall(r'"((?:data|in|incoming)/[\w./-]+|[\w.-]+\.(?:yaml|jsonl))"', python))
     missing = sorted(path for path in read if not (demo_folder / path).exists())
-    assert not missing, f"README names files the demo does not leave: {missing}"
+    assert not missing, f"{page.name} names files the demo does not leave: {missing}"
     assert any((demo_folder / "incoming" / "Position").iterdir())  # `run` has something to read
 
 
-def test_readme_commands_without_spark_run_as_written(demo_folder, tmp_path, monkeypatch, capsys):
-    """check, explain, action, sp and explain --network (not drawn), in a copy of the folder."""
+@pytest.mark.parametrize("page", [p for p in PAGES if _commands(p.read_text())], ids=lambda p: p.name)
+def test_a_pages_commands_without_spark_run_as_written(demo_folder, tmp_path, monkeypatch, capsys, page):
+    """check, explain, action, sp and explain --network (not drawn), in a fresh copy of the folder."""
     work = tmp_path / "demo"
     shutil.copytree(demo_folder, work)
     monkeypatch.chdir(work)
-    commands = _commands(README.read_text())
+    commands = _commands(page.read_text())
     ran = []
     for command in commands:
         if command[0] in ("check", "action", "sp") or (command[0] == "explain" and "--input" not in command):
             if "--render" in command:
                 at = command.index("--render")
                 command = command[:at] + command[at + 2:]
-            assert main(command) == 0, (command, capsys.readouterr().err)
+            assert main(command) == 0, (page.name, command, capsys.readouterr().err)
             ran.append(command[0])
-    assert {"check", "action", "sp", "explain"} <= set(ran)
-    assert (work / ".streamwarden" / "catalog.db").exists()  # `check` loaded it where README says
+    if page == README:
+        assert {"check", "action", "explain"} <= set(ran)
+        assert (work / ".streamwarden" / "catalog.db").exists()  # `check` loaded it where README says
 
 
 def test_samples_load(demo_folder):

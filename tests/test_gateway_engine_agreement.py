@@ -330,10 +330,10 @@ def test_what_the_engine_calls_broken_the_gateway_refuses(spark, tmp_path) -> No
         assert refused.value.status == 422, name
 
 
-# -- the README's provider example -------------------------------------------------------------------------
+# -- docs/service.md's provider example -------------------------------------------------------------------------
 def readme_posts() -> list[tuple[str, str, int]]:
-    """(stream, body, status) of every provider POST in the README's curl walk-through."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """(stream, body, status) of every provider POST in docs/service.md's curl walk-through."""
+    text = (ROOT / "docs" / "service.md").read_text(encoding="utf-8")
     found = re.findall(r"curl -s -X POST localhost:8470/v1/streams/(\w+)/records [^\n]*\\\n\s*--data-binary '([^']*)'\n"
                        r"# (\d{3}) ", text)
     return [(stream, body, int(status)) for stream, body, status in found]
@@ -369,4 +369,4 @@ def test_the_readme_provider_example_is_accepted_and_governed(spark, tmp_path) -
     found = {(r["patient"], r["pulse"], r["ts"]): r["governed"] for r in rows.collect()}
     for record in accepted:
         assert found[(record["patient"], record["pulse"], micros(record["ts"]))], \
-            f"the README's tuple {record} is governed by no policy"
+            f"docs/service.md's tuple {record} is governed by no policy"

@@ -24,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from streamwarden.catalog.loader import load_catalog_text
@@ -41,7 +42,7 @@ from streamwarden.security.passes import secure
 QUERIES = [
     ("paul", "Doctor", "SELECT ts, SID, Pos, Platoon FROM Position"),
     ("carla", "Cardiologist", "SELECT AVG(Heart) AS avg_heart, MAX(BPressure) AS max_bp FROM Health [RANGE 5 min]"),
-    ("rick", "Captain", "SELECT Platoon, COUNT(*) AS soldiers FROM Position [RANGE 5 min] GROUP BY Platoon"),
+    ("rick", "Captain", "SELECT Platoon, COUNT(*) AS reports FROM Position [RANGE 5 min] GROUP BY Platoon"),
 ]
 
 
@@ -65,11 +66,12 @@ def run_demo(workdir: Path, *, soldiers: int = 40, minutes: float = 20.0) -> int
     inputs = {"Position": str(data / "Position"), "Health": str(data / "Health")}
     results = []
     for user, role, query in QUERIES:
-        console.rule(f"[bold]{user}[/] ({role}): {query}")
+        console.rule(f"[bold]{escape(user)}[/] ({escape(role)})")
+        console.print(f"  query: {escape(query)}")  # on its own line: a rule cuts what does not fit its width
         rewriting = secure(catalog, user, query)
         for g in rewriting.graphs:
             state = "deployed" if g.deployed else f"not deployed: {g.reason}"
-            console.print(f"  {g.id} via {g.kind}, enforcing {', '.join(g.policies)} — {state}")
+            console.print(f"  {g.id} via {g.kind}, enforcing {escape(', '.join(g.policies))} — {escape(state)}")
         step(console, f"  running {user}'s query continuously over the drill's files, one file per micro-batch")
         job = build_job(spark, catalog, rewriting, inputs, streaming=True, store_url=store.url,
                         max_files_per_trigger=1)
@@ -110,7 +112,7 @@ def run_demo(workdir: Path, *, soldiers: int = 40, minutes: float = 20.0) -> int
     console.rule("[bold]shared operators with privacy switches: access granted and revoked while queries run")
     run_network_demo(workdir, console)
     console.rule("[bold]your turn")
-    console.print(f"README's commands (\"Using it\" and on) run in {workdir}, on the files the demo left there: "
+    console.print(f"The README's five-minute tour and docs/cli.md run in {workdir}, on the files the demo left there: "
                   f"{', '.join(NAMES)}.\n"
                   "  source .venv/bin/activate    # puts streamwarden on the PATH (or call .venv/bin/streamwarden)\n"
                   f"  cd {workdir}\n"

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from streamwarden.api import run_levels
@@ -108,14 +109,14 @@ def run_cloud_demo(workdir: Path, console: Console, *, minutes: float = 6.0) -> 
         at = lattice.parse(level)
         seen = sum(1 for lv in levels if lv <= at)
         tiers = ", ".join(dict.fromkeys(t for t, _ in members))
-        table.add_row(tiers, level, " ".join(q.id for _, q in members), str(seen), str(len(levels) - seen),
+        table.add_row(tiers, escape(level), " ".join(q.id for _, q in members), str(seen), str(len(levels) - seen),
                       " ".join(str(len(delivered[q.id])) for _, q in members))
     console.print(table)
     qi, qj = (sorted(delivered[name], key=lambda r: r["ts"]) for name in ("Qi", "Qj"))
     if qi and qj:
         console.print(f"Qi at [1, ⊥] and Qj at [T, ⊥] are the same COUNT over [ROWS 100]: Qi's last count is "
                       f"{qi[-1]['COUNT(*)']} (Company1's sends only), Qj's {qj[-1]['COUNT(*)']} — the window of "
-                      "each holds only the tuples its level may see.")
+                      "each holds only the tuples its level may see.", markup=False)
     unknown = sum(1 for lv in levels if lv == lattice.top)
     console.print(f"{unknown} records came from unregistered senders: they are at [T, T], visible to the trusted "
-                  f"cloud processor only. Rows are under {out}/<query>/.")
+                  f"cloud processor only. Rows are under {out}/<query>/.", markup=False)

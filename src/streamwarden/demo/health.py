@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from streamwarden.catalog.loader import load_catalog_text
@@ -101,8 +102,10 @@ def _policy_change(console: Console, heart: list[dict], sink: Path, spark: Spark
         if r.get("Patient_id") == patient and r.get("kind") == "sp":
             policies.setdefault(r["ts"], []).append(f"{r['sign']}{r['streams']}/{r['tuples']}/{r['attributes']}"
                                                     f"→{r['roles']}")
-    console.print(f"patient {patient}'s policies for HeartRate, and carol's (cardiologist) share under each:")
+    console.print(f"patient {patient}'s policies for HeartRate, and carol's (cardiologist) share under each "
+                  "(an SP written sign streams/tuples/attributes→roles: + grants, - denies, * is any):")
     for ts, sps in policies.items():
         readings = [r for r in heart if r.get("Patient_id") == patient and r.get("sp_ts") == ts]
         seen = sum(1 for r in readings if (patient, r["ts"]) in delivered)
-        console.print(f"  from {ts}: {'; '.join(sps)} — {seen} of {len(readings)} readings with the id delivered")
+        console.print(f"  from {ts}: {escape('; '.join(sps))} — {seen} of {len(readings)} readings with the id "
+                      "delivered")

@@ -103,7 +103,7 @@ def run_network_demo(workdir: Path, console: Console) -> None:
     server = AuthorizationServer(store)
     shared = shared_network(catalog, queries)  # the paper's view: operators, common prefix, switches
     placed = place_switches(shared.network)
-    console.print(network_text(placed, shared), end="")
+    console.print(network_text(placed, shared), end="", markup=False)  # its levels are [north], not Rich tags
     picture = draw(placed, workdir / "network.png", title="CQ1, CQ2 and CQ3 (the paper's view)")
     console.print(f"network drawn to {picture}")
     runtime = NetworkRuntime(get_spark(), store, {s: str(p) for s, p in inputs.items()}, workdir / "network-out",
@@ -111,7 +111,7 @@ def run_network_demo(workdir: Path, console: Console) -> None:
     step(console, "starting the network: one Spark streaming query per pipeline, a micro-batch a second")
     runtime.start()
     for pipeline in runtime.plan.pipelines:
-        console.print(f"  pipeline {pipeline.name}: {pipeline.query.id} for {', '.join(pipeline.users)}")
+        console.print(f"  pipeline {pipeline.name}: {pipeline.query.id} for {', '.join(pipeline.users)}", markup=False)
 
     def per_file(name: str) -> int:
         return len(data[name]) // FILES

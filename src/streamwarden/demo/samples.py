@@ -8,8 +8,11 @@ demo``), so everything they read is here, under the names they use:
   before this); ``incoming/Position``: the first of them, for ``streamwarden run``
   (copy more in while it runs);
 * ``cloud.yaml`` and ``data/MessageLog.jsonl``: the cloud-auditing catalog and log;
+* ``health.yaml`` and ``data/HeartRate.jsonl``: patients who stream their own policies
+  (security punctuations) with their heart rates, four patients for five minutes;
 * ``c.yaml``, ``QUERIES.yaml`` (README's ``q1`` for ``ann`` and ``bob``),
-  ``ACCESS.jsonl``, ``s1.jsonl``, ``s2.jsonl`` and the folders ``in/s1``, ``in/s2``:
+  ``MORE.yaml`` (a query registered later), ``ACCESS.jsonl``, ``s1.jsonl``, ``s2.jsonl`` and the
+  folders ``in/s1``, ``in/s2``:
   a shared network's catalog, queries, access changes and inputs.
 
 Nothing here needs Spark.
@@ -22,6 +25,7 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
+from streamwarden.datagen.punctuated import health_records
 from streamwarden.demo.cloud import audit_log
 from streamwarden.demo.network import FILES, MINUTES_PER_FILE, readings
 
@@ -42,6 +46,12 @@ NETWORK_QUERIES = """\
 queries:
   - {id: q1, users: [ann, bob], query: "SELECT s1.streamid, s1.heartRate FROM Stream1 AS s1 [RANGE 5 min SLIDE 1 min], Stream2 AS s2 [RANGE 5 min SLIDE 1 min] WHERE s1.location = s2.location AND s2.speed < 30"}
 """  # noqa: E501  # README's QUERIES.yaml, line for line
+#: ... a second query registered later (docs/cli.md's MORE.yaml) ...
+MORE_QUERIES = """\
+# MORE.yaml: registered into a running network
+queries:
+  - {id: q2, users: [bob], query: "SELECT streamid, speed FROM Stream2 WHERE speed < 30"}
+"""
 #: ... and the access changes of a replay: ann from the start until 10:15, bob from 10:10.
 ACCESS = [
     {"ts": "2026-03-01T10:00:00Z", "query": "q1", "user": "ann", "sign": "+"},
@@ -64,8 +74,11 @@ def write_samples(workdir: Path) -> None:
         shutil.copy(first, incoming / first.name)
     (workdir / "cloud.yaml").write_text(demo.joinpath("cloud.yaml").read_text())
     _jsonl(workdir / "data" / "MessageLog.jsonl", audit_log().records)
+    (workdir / "health.yaml").write_text(demo.joinpath("health.yaml").read_text())
+    _jsonl(workdir / "data" / "HeartRate.jsonl", health_records(patients=4, minutes=5, changes=1)["HeartRate"])
     (workdir / "c.yaml").write_text(NETWORK_CATALOG)
     (workdir / "QUERIES.yaml").write_text(NETWORK_QUERIES)
+    (workdir / "MORE.yaml").write_text(MORE_QUERIES)
     _jsonl(workdir / "ACCESS.jsonl", ACCESS)
     data = readings(FILES * MINUTES_PER_FILE)
     for stream, short in (("Stream1", "s1"), ("Stream2", "s2")):
