@@ -70,7 +70,7 @@ def runtime(spark, store: str, inputs, root: Path, queries=None, catalog=None, *
                           **options)
 
 
-def test_grants_and_revocations_take_effect_while_the_network_runs(spark, tmp_path) -> None:
+def test_grants_and_revocations_take_effect_while_the_network_runs(spark, tmp_path, caplog) -> None:
     data, inputs = records(80), {s: str(tmp_path / "in" / s) for s in ("Stream1", "Stream2", "Stream3")}
     store = sqlite_url(tmp_path / "auth.db")
     server = AuthorizationServer(store)
@@ -88,7 +88,11 @@ def test_grants_and_revocations_take_effect_while_the_network_runs(spark, tmp_pa
         # While the network runs: ann gets CQ2 from minute 10, loses CQ1 at minute 14.
         server.grant("CQ2", "ann", T0 + timedelta(minutes=10))
         server.revoke("CQ1", "ann", T0 + timedelta(minutes=14))
-        assert rt.poll() and len(rt.streams) == 2
+        with caplog.at_level("INFO", logger="streamwarden.network.access"):
+            assert rt.poll() and len(rt.streams) == 2
+        assert [r.getMessage() for r in caplog.records if r.name == "streamwarden.network.access"] == [
+            "grant for ann on CQ2 from 2026-03-01T10:10:00Z: in effect from the next micro-batch",
+            "revocation of ann on CQ1 from 2026-03-01T10:14:00Z: in effect from the next micro-batch"]
         feed(tmp_path / "in", 1, data, 40, 80)
         rt.process_all_available()
         rt.poll()  # the status follows the event time reached at each poll

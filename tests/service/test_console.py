@@ -247,6 +247,26 @@ def test_bob_sees_only_the_rows_his_policy_allows(served: Served, browser: webdr
     assert all(r["_policies"] == '["nurses_low"]' for r in rows)
 
 
+def test_bob_finds_what_he_may_query_and_registers_it_from_the_console_alone(served: Served,
+                                                                           browser: webdriver.Chrome) -> None:
+    """No catalog at hand: the console lists the streams his policies open, with a query that
+    works, and says in words what he would receive before he registers it."""
+    wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, '#openings-table tr[data-stream="Readings"]'))
+    readings = browser.find_element(By.CSS_SELECTOR, '#openings-table tr[data-stream="Readings"]').text
+    assert "nurses_low" in readings and "value < 50" in readings and "site" not in readings, readings
+    assert browser.find_elements(By.CSS_SELECTOR, '#openings-table tr[data-stream="Vitals"]')  # providers decide
+    browser.find_element(By.CSS_SELECTOR, '#openings-table tr[data-stream="Readings"] button.use-example').click()
+    assert browser.find_element(By.ID, "query-text").get_attribute("value") == "SELECT sensor, value FROM Readings"
+    assert browser.find_element(By.ID, "query-id").get_attribute("value") == "readings"
+    browser.find_element(By.ID, "check").click()
+    wait(browser).until(lambda d: d.find_element(By.ID, "confirm").is_enabled())
+    words = text_of(browser, "in-words")
+    assert "You will receive sensor and value of Readings" in words and "value < 50" in words, words
+    browser.find_element(By.ID, "confirm").click()
+    wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, '#queries tbody tr[data-id="readings"]'))
+    assert not browser.find_element(By.ID, "error").is_displayed(), text_of(browser, "error")
+
+
 def test_root_sees_users_policies_grants_network_and_audit(served: Served, browser: webdriver.Chrome) -> None:
     sign_out(browser)
     sign_in(browser, served, "root")
@@ -263,17 +283,20 @@ def test_root_sees_users_policies_grants_network_and_audit(served: Served, brows
         By.CSS_SELECTOR, '#policies tr[data-policy="nurses_low"]').text)
 
     browser.find_element(By.ID, "tab-grants").click()  # one lane per (query, user), each granted for good
-    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#grants svg g.lane rect.granted")) == 3)
+    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#grants svg g.lane rect.granted")) == 4)
     wait(browser).until(lambda d: {(g.get_attribute("data-query"), g.get_attribute("data-user"))
                                    for g in d.find_elements(By.CSS_SELECTOR, "#grants svg g.lane")}
-                        == {("ann/q1", "ann"), ("ann/q2", "ann"), ("bob/q1", "bob")})  # owner/id, never store ids
+                        == {("ann/q1", "ann"), ("ann/q2", "ann"), ("bob/q1", "bob"), ("bob/readings", "bob")})
 
     browser.find_element(By.ID, "tab-network").click()
-    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#network svg g.pipeline")) == 3)
+    wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#network svg g.pipeline")) == 4)
     wait(browser).until(lambda d: {g.get_attribute("data-active") for g in d.find_elements(
         By.CSS_SELECTOR, "#network svg g.pipeline")} == {"true"})
     wait(browser).until(lambda d: {g.get_attribute("data-user") for g in d.find_elements(
         By.CSS_SELECTOR, "#network svg g.user")} == {"ann", "bob"})
+    # each pipeline's box says what it delivered to whom (edge labels crossing mid-canvas did not)
+    wait(browser).until(lambda d: {e.text.split(" ")[1] for e in d.find_elements(
+        By.CSS_SELECTOR, "#network svg text.delivered")} == {"ann", "bob"})
 
     browser.find_element(By.ID, "tab-audit").click()
     wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#audit tbody tr")) > 10)
@@ -288,6 +311,27 @@ def test_root_sees_users_policies_grants_network_and_audit(served: Served, brows
     wait(browser).until(lambda d: {e.text for e in d.find_elements(By.CSS_SELECTOR, "#audit tbody td.principal")}
                         == {"user:eve"})
     assert_no_token(browser, served)
+
+
+def test_root_reads_a_five_minute_grant_at_a_readable_width(served: Served, browser: webdriver.Chrome,
+                                                            tmp_path: Path) -> None:
+    """Grants are in event time (here March), far from the wall clock: the timeline spans the
+    grants' own instants, so five minutes are not a two-pixel sliver. The screenshot is kept."""
+    answer = served.post("/v1/queries", "root", json={"id": "shared5", "query": Q1, "users": ["ann"]})
+    assert answer.status_code == 201, answer.text
+    answer = served.post("/v1/grants", "root", json={"query": "shared5", "user": "ann", "sign": "+",
+                                                      "ts": "2026-03-01T10:00:00Z", "until": "2026-03-01T10:05:00Z"})
+    assert answer.status_code == 201, answer.text
+    browser.find_element(By.ID, "tab-grants").click()
+    browser.find_element(By.CSS_SELECTOR, '[data-refresh="grants"]').click()
+    lane = '#grants svg g.lane[data-query="shared5"] rect.granted'
+    width = wait(browser).until(lambda d: (bars := d.find_elements(By.CSS_SELECTOR, lane))
+                                and float(bars[0].get_attribute("width")))
+    assert width > 300, width  # of the 620 pixels the lanes have
+    axis = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#grants svg text.small")]
+    assert any(t.startswith("2026-03-01 09:5") for t in axis) and any(t.startswith("2026-03-01 10:0") for t in axis)
+    browser.find_element(By.ID, "grants").screenshot(str(tmp_path / "grants.png"))
+    print(f"the grants view: {tmp_path / 'grants.png'}")
 
 
 def test_no_token_in_any_request_url_or_the_log(served: Served, browser: webdriver.Chrome) -> None:

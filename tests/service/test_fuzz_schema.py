@@ -42,6 +42,7 @@ Q = "SELECT sensor, value FROM Readings"
 #: list honest, so a new route is fuzzed (or fails that test) rather than silently skipped.
 OPERATIONS = [
     "GET /v1/me",
+    "GET /v1/streams",
     "POST /v1/queries",
     "GET /v1/queries",
     "GET /v1/queries/{query_id}",

@@ -25,7 +25,7 @@ from streamwarden.catalog.authorization import AuthorizationServer, change_time
 from streamwarden.catalog.diff import CatalogDiff, diff_catalogs
 from streamwarden.catalog.loader import load_catalog, load_catalog_text
 from streamwarden.catalog.model import Catalog, StreamDef
-from streamwarden.catalog.openings import Opening, openings
+from streamwarden.security.openings import Opening, openings
 from streamwarden.catalog.registry import (STREAM, AccessChange, RegisteredQuery, access_periods, load_access,
                                            load_queries, own_id, parse_own_id)
 from streamwarden.catalog.store import CatalogStore

@@ -596,14 +596,16 @@ def _until_done(runner: Any, what: str, *, poll_seconds: float = 2.0, batch_grac
         # Not PySpark's SIGINT handler (cancel every job, raise inside a Py4J call): note it, stop in order.
         handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     progress = _ProgressLines(api.progress_watch(), runner)
+    finished = False
     try:
         api.keep_running(runner, stopping, hurry=hurry, poll_seconds=poll_seconds, batch_grace=batch_grace,
                          tick=progress.tick)
+        finished = not received
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         api.stop_quietly(runner)
-        progress.close()
+        progress.close("done" if finished else "stopped")
     if not received:
         return 0
     if received[0] == signal.SIGTERM:
@@ -634,12 +636,13 @@ class _ProgressLines:
             print(line, file=sys.stderr, flush=True)
         self.shown = True
 
-    def close(self) -> None:
+    def close(self, how: str) -> None:
+        """The totals, as ``done: ...`` (it ended by itself) or ``stopped: ...`` (a signal, a failure)."""
         totals = self.watch.final()
         self.watch.close()
         if self.live and self.shown:
             print(file=sys.stderr)  # the live line stays; the summary goes below it
-        print(f"done: {totals.line()}", file=sys.stderr)
+        print(f"{how}: {totals.line()}", file=sys.stderr)
 
 
 def _access_change(args: argparse.Namespace) -> int:
@@ -688,7 +691,8 @@ def _network_run(args: argparse.Namespace) -> int:
     inputs, lateness, trigger = _inputs(args.input), _lateness(args.lateness), _trigger(args.trigger)
     if catalog is not None and (note := _replacing_note(args.store, catalog)):
         print(f"catalog {args.catalog} loaded into the store{note}", file=sys.stderr)
-    with _warning_lines("streamwarden.network"):  # quarantined records and failed pipelines: one line each
+    # quarantined records and failed pipelines, one line each; access changes as they take effect
+    with _warning_lines("streamwarden.network"), _info_lines("streamwarden.network.access"):
         runtime = api.run_network(inputs, args.output_dir, store_url=args.store, catalog=catalog, queries=queries,
                                   checkpoint_root=args.checkpoint or None, lateness=lateness, trigger=trigger,
                                   available_now=args.available_now)
@@ -707,6 +711,25 @@ def _network_run(args: argparse.Namespace) -> int:
               + "; ".join(f"{name}: {why}" for name, why in sorted(failed.items())), file=sys.stderr)
         return 2 if all(why.startswith("broken record") for why in failed.values()) else 3
     return code
+
+
+@contextmanager
+def _info_lines(logger: str) -> Iterator[None]:
+    """While it runs, what ``logger`` logs at INFO as lines on stderr (the logger stays out of
+    the others' handlers: said once)."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    target = logging.getLogger(logger)
+    target.addHandler(handler)
+    previous = target.level
+    target.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        target.removeHandler(handler)
+        target.setLevel(previous)
 
 
 @contextmanager

@@ -104,7 +104,6 @@ from streamwarden.runtime.runner import StreamsRunner
 from streamwarden.security.punctuation.generate import policy_from_statements
 from streamwarden.security.punctuation.spgen import spgen_lines
 
-log = logging.getLogger("streamwarden.network")
 EARLIEST = "_earliest"  # ON RESULT: a row's earliest result timestamp (SPGen's date)
 RETIRED = ".retired"  # in the output and checkpoint folders: what an earlier registration or identity left
 IDENTITY = ".identity"  # in a user's output folder: the identity (incarnation) its rows were delivered to
@@ -114,6 +113,9 @@ MARKER = ".streamwarden-network"  # in the output folder: which checkpoint root 
 STATUS = "_access.json"  # per user and query: do they receive it now, and why not
 EVENT_TIME_EVERY_S = 10.0  # a status whose only news is the event time reached: rewritten this often
 log = logging.getLogger("streamwarden.network")  # network run prints its warnings, serve logs them
+#: Each access change a running network picks up, at INFO (network run prints them: a grant
+#: given from another shell is seen taking effect).
+access_log = logging.getLogger("streamwarden.network.access")
 
 
 @dataclass
@@ -217,6 +219,12 @@ class NetworkRuntime(StreamsRunner):
                 self._replan(catalog, queries)
             self._switch(changes)
             self._write_status(changes)
+            if self._seen is not None:  # changes made while it runs (not those it started with)
+                for change in changes:
+                    if change.line > self._seen[1]:
+                        access_log.info("%s %s on %s from %s: in effect from the next micro-batch",
+                                        "grant for" if change.grant else "revocation of", change.user, change.query,
+                                        _iso(change.ts))
             self._seen = key
             return True
 

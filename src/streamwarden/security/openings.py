@@ -25,6 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from streamwarden.catalog.model import Catalog, Policy
+from streamwarden.errors import StreamwardenError
+from streamwarden.security.passes import secure
+from streamwarden.security.rewrite.algorithm import AuthorizedGraph
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,8 @@ class Opening:
 
 def openings(catalog: Catalog, user: str) -> list[Opening]:
     """The streams ``user``'s policies, the providers' punctuations or her clearance open to
-    her, in the catalog's order (see the module docstring)."""
+    her, in the catalog's order (see the module docstring). Each is checked by the security
+    passes themselves: a stream is offered only when its example deploys for her."""
     policies = catalog.policies_for(user)
     found = []
     for name, stream in catalog.streams.items():
@@ -53,23 +57,33 @@ def openings(catalog: Catalog, user: str) -> list[Opening]:
         mine = [p for p in policies if name in p.streams]
         reads = [p for p in mine if p.privilege == "read"]
         aggregates = [p for p in mine if p.privilege == "aggregate"]
+        granted = _attributes(reads, schema) if reads and not stream.punctuated else set(schema)
+        shown = [a for a in schema if a in granted and a != "ts"] or ["ts"]
+        example = f"SELECT {', '.join(shown)} FROM {name}"
+        graphs = _deployed(catalog, user, example)
+        aggregates_only = not graphs and bool(aggregates)
+        if aggregates_only:
+            example = _aggregate_example(aggregates[0], name, dict(stream.schema))
+            graphs = _deployed(catalog, user, example)
+        if not graphs:
+            continue
         reasons = [_read_reason(p) for p in reads] + [_aggregate_reason(p) for p in aggregates]
         if stream.punctuated:
             reasons.append("its providers decide, tuple by tuple, with the security punctuations they send "
                            "(what a provider grants your roles)")
-        if not reasons:
-            continue
         if catalog.lattice is not None:
             reasons.append(f"you read it at your clearance, {catalog.clearance(user)}: tuples above it stay hidden")
-        if reads or stream.punctuated:
-            granted = _attributes(reads, schema) if reads and not stream.punctuated else schema
-            shown = [a for a in granted if a != "ts"] or ["ts"]
-            example = f"SELECT {', '.join(shown)} FROM {name}"
-            found.append(Opening(name, tuple(a for a in schema if a in granted or a == "ts"), tuple(reasons), example))
-        else:
-            example = _aggregate_example(aggregates[0], name, dict(stream.schema))
-            found.append(Opening(name, tuple(schema), tuple(reasons), example, aggregates_only=True))
+        attributes = tuple(schema) if aggregates_only else tuple(a for a in schema if a in granted or a == "ts")
+        found.append(Opening(name, attributes, tuple(reasons), example, aggregates_only=aggregates_only))
     return found
+
+
+def _deployed(catalog: Catalog, user: str, query: str) -> tuple[AuthorizedGraph, ...]:
+    """The graphs the security passes deploy for ``user``'s ``query`` (none when they refuse it)."""
+    try:
+        return tuple(secure(catalog, user, query).deployed)
+    except StreamwardenError:
+        return ()
 
 
 def _attributes(reads: list[Policy], schema: list[str]) -> set[str]:
