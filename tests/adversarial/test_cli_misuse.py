@@ -326,7 +326,9 @@ def test_ctrl_c_during_run_stops_cleanly_with_exit_130(files) -> None:
             os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == 130, err
     lines = [line for line in err.splitlines() if line.strip()]
-    assert lines == [lines[0]] and lines[0].startswith("interrupted: stopped the query"), err
+    # after the progress lines: the totals, then one line saying what stopped and that nothing is lost
+    assert lines[-2].startswith("stopped: ") and lines[-1].startswith("interrupted: stopped the query"), err
+    assert all(" rows in" in line for line in lines[:-1]), err
     assert "Traceback" not in err and "py4j" not in err.lower()
 
 
@@ -397,7 +399,8 @@ def test_sigterm_to_the_process_group_stops_cleanly_with_exit_0_and_loses_nothin
             os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == 0, err
     lines = [line for line in err.splitlines() if line.strip()]
-    assert lines == [lines[0]] and lines[0].startswith("stopped the ") and "(SIGTERM)" in lines[0], err
+    assert lines[-2].startswith("stopped: ") and lines[-1].startswith("stopped the ") and "(SIGTERM)" in lines[-1], err
+    assert all(" rows in" in line for line in lines[:-1]), err
     assert "Traceback" not in err and "py4j" not in err.lower()
 
     again = subprocess.run([sys.executable, "-m", "streamwarden.cli.main",

@@ -49,3 +49,17 @@ def test_callers_piled_behind_a_poll_share_the_next_one_and_each_sees_its_change
         thread.join(timeout=30)
     assert len(runtime.read) == 2  # nine registrations, two polls: the first, and one for all who waited
     assert all(applied[v] >= v for v in applied) and len(applied) == 9  # each saw a poll read its change
+
+
+class FakeQuery:
+    def __init__(self, progress: dict | None, available: bool, active: bool = True) -> None:
+        self.lastProgress, self.status, self.isActive = progress, {"isDataAvailable": available}, active
+
+
+def test_the_network_is_catching_up_until_every_query_has_read_what_its_input_holds() -> None:
+    from streamwarden.service.host import _behind
+
+    assert _behind(FakeQuery(None, False))  # not a micro-batch yet: GET rows' [] means "not yet", not "none"
+    assert _behind(FakeQuery({"batchId": 3}, True))  # files it has not read
+    assert not _behind(FakeQuery({"batchId": 3}, False))
+    assert not _behind(FakeQuery(None, True, active=False))  # a query that ended keeps no one waiting
