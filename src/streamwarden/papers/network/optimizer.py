@@ -178,7 +178,7 @@ def network_text(placed: PlacedNetwork, shared: SharedPlan) -> str:
         lines.append(f"  {vid:>4}  {v.label}{uses}{serves}{mark}")
     lines += ["", "Outputs: " + ", ".join(f"{q} = {out}" for q, out in network.outputs)]
     lines += [f"  {oid}{'' if oid == o.query else ' (' + o.query + ')'} for {', '.join(o.users)} "
-              f"(role policies: {', '.join(o.graph.policies) or 'none'})" for oid, o in shared.outputs.items()]
+              f"(authorized by: {', '.join(o.graph.policies) or 'nothing'})" for oid, o in shared.outputs.items()]
     lines += [f"  {q}: nothing for {', '.join(users)} (no role policy of theirs authorizes it)"
               for q, users in shared.denied.items()]
     lines += ["", f"Privacy switches (Algorithm 2): {len(placed.switches)}"]
