@@ -115,6 +115,18 @@ class Served:
             time.sleep(0.25)  # polling a service from outside: there is no processAllAvailable here
         raise AssertionError(f"{holder} has {len(rows)} rows of {query}, not {count}: {self.log_tail()}")
 
+    def wait_metrics(self, *lines: str, timeout: float = 60.0) -> str:
+        """Poll ``/metrics`` (as root) until it holds every one of ``lines``: a batch's rows are
+        readable a moment before its counters move (they are counted once they are delivered)."""
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.get("/metrics", "root").text
+            if all(line in text for line in lines):
+                return text
+            time.sleep(0.25)  # polling a service from outside: there is no processAllAvailable here
+        raise AssertionError(f"/metrics lacks {[line for line in lines if line not in text]}: {self.log_tail()}")
+
     def log_tail(self) -> str:
         return self.log.read_text(errors="replace")[-2000:] if self.log else ""
 

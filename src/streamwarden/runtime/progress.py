@@ -81,12 +81,9 @@ class ProgressWatch(StreamingQueryListener):
 
     def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
-        written = progress.sink.numOutputRows if progress.sink is not None else -1
-        if written is None or written < 0:  # a foreachBatch sink: the run's own count, if it keeps one
-            observed = (progress.observedMetrics or {}).get(ROWS_OUT)
-            written = observed["rows"] if observed is not None else 0
-        self._count(str(progress.runId), int(progress.batchId), int(progress.numInputRows or 0), written,
-                    (progress.eventTime or {}).get("max"))
+        self._count(str(progress.runId), int(progress.batchId), int(progress.numInputRows or 0),
+                    _written(progress.sink.numOutputRows if progress.sink is not None else None,
+                             progress.observedMetrics), (progress.eventTime or {}).get("max"))
 
     def _count(self, run: str, batch: int, rows: int, written: int | None, latest: str | None) -> None:
         if rows <= 0:
@@ -128,12 +125,9 @@ class ProgressWatch(StreamingQueryListener):
             except Exception:  # a query that has gone: its batches were counted, or are lost to us
                 continue
             for p in recent:
-                written = (p.get("sink") or {}).get("numOutputRows", -1)
-                if written is None or written < 0:
-                    observed = (p.get("observedMetrics") or {}).get(ROWS_OUT)  # a Row
-                    written = observed["rows"] if observed is not None else 0
                 self._count(str(p.get("runId")), int(p.get("batchId", -1)), int(p.get("numInputRows") or 0),
-                            written, (p.get("eventTime") or {}).get("max"))
+                            _written((p.get("sink") or {}).get("numOutputRows"), p.get("observedMetrics")),
+                            (p.get("eventTime") or {}).get("max"))
 
     def changed(self) -> bool:
         """Has a micro-batch with rows finished since the last call?"""
@@ -159,6 +153,15 @@ class ProgressWatch(StreamingQueryListener):
             self._spark.streams.removeListener(self)
         except Exception:  # a session already stopped has no listeners left to remove
             pass
+
+
+def _written(sink_rows: int | None, observed: Any) -> int:
+    """Rows a micro-batch wrote: its sink's count, else (a foreachBatch sink reports -1) the
+    run's own observation (:data:`~streamwarden.engine.sinks.ROWS_OUT`), else 0."""
+    if sink_rows is not None and sink_rows >= 0:
+        return int(sink_rows)
+    row = (observed or {}).get(ROWS_OUT)  # a Row of the observation's columns
+    return int(row["rows"]) if row is not None else 0
 
 
 def _count(n: int, one: str, many: str) -> str:
