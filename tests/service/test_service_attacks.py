@@ -1236,3 +1236,16 @@ def test_a_catalog_holding_a_lone_surrogate_is_422_at_its_line(client, tokens, s
     error = assert_error(client.put("/v1/catalog", content=text, headers=tokens.header("root")), 422)
     assert error.get("line") == line and "lone surrogate" in error["error"], error
     assert service.store.load().text == before
+
+
+def test_what_a_user_may_query_is_hers_alone(client, tokens):
+    """GET /v1/streams: nobody anonymous, no provider's token, and a user sees only the streams
+    her own roles open, naming only her own roles' policies."""
+    assert_error(client.get("/v1/streams"), 401)
+    assert_error(client.get("/v1/streams", headers=tokens.header("readings")), 403)
+    ann = client.get("/v1/streams", headers=tokens.header("ann")).json()["streams"]
+    bob = client.get("/v1/streams", headers=tokens.header("bob")).json()["streams"]
+    reasons = lambda listed: " ".join(r for s in listed for r in s["reasons"])  # noqa: E731
+    assert "doctors_read" in reasons(ann) and "nurses_low" not in reasons(ann)
+    assert "nurses_low" in reasons(bob) and "doctors_read" not in reasons(bob)
+    assert next(s for s in bob if s["stream"] == "Readings")["attributes"] == ["ts", "sensor", "value"]  # not site
