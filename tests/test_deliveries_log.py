@@ -85,3 +85,31 @@ def test_flush_makes_the_file_system_durable_in_one_call(tmp_path: Path, monkeyp
     finally:
         module._syncfs.cache_clear()
     assert synced == [True]
+
+
+def _line(i: int) -> str:
+    return f'{{"batch": "b{i:08d}", "rows": {i + 1}, "end": {sum(range(2, i + 3))}, "key": "live-{i}"}}\n'
+
+
+def test_a_reader_parses_what_was_appended_since_it_last_read_and_the_same_as_a_fresh_read(tmp_path: Path) -> None:
+    """The service reads each log at every poll: entries are kept parsed, and a read takes only the
+    appended lines; a torn last line waits for its end; a file made again under the name (moved
+    aside, its inode even reused) is read from its start."""
+    from streamwarden.runtime.deliveries import _read_log
+
+    log = tmp_path / LOG
+    log.write_text("".join(_line(i) for i in range(3)))
+    assert [d.batch for d in deliveries(tmp_path)] == ["b00000000", "b00000001", "b00000002"]
+    with open(log, "a") as handle:
+        handle.write(_line(3) + _line(4)[:20])  # a whole line, and one the writer has not finished
+    assert [d.rows for d in deliveries(tmp_path)] == [1, 2, 3, 4]
+    with open(log, "a") as handle:
+        handle.write(_line(4)[20:])
+    assert deliveries(tmp_path) == _read_log(log)[0] and len(deliveries(tmp_path)) == 5
+    log.unlink()
+    log.write_text(_line(7) * 6)  # another log, longer than the first: the same inode may come back
+    assert [d.batch for d in deliveries(tmp_path)] == ["b00000007"] * 6
+    log.write_text(_line(8))  # rewritten shorter
+    assert [d.batch for d in deliveries(tmp_path)] == ["b00000008"]
+    log.unlink()
+    assert deliveries(tmp_path) == []

@@ -38,6 +38,7 @@ import functools
 import json
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,8 +162,13 @@ def _append(log: Path, entry: Delivery, intact: bool, *, sync: bool = True) -> N
 
 
 def deliveries(folder: str | os.PathLike[str]) -> list[Delivery]:
-    """The logged batches of a user's query, in delivery order (none yet: empty)."""
-    return _read_log(Path(folder) / LOG)[0]
+    """The logged batches of a user's query, in delivery order (none yet: empty).
+
+    A service reads the same logs many times a second (every poll of every user): each log's
+    entries are kept parsed (:class:`_ParsedLogs`), and a read parses only the lines appended
+    since. Sound because a log is append-only: the writer only ever cuts a torn last line,
+    which was never parsed (only whole lines are)."""
+    return _parsed_logs.entries(Path(folder) / LOG)
 
 
 def delivered(folder: str | os.PathLike[str]) -> int:
@@ -230,6 +236,61 @@ def _batch_lines(batch: Path) -> list[str] | None:
 TAIL_BYTES = 2 * 1024
 
 
+@dataclass(frozen=True)
+class _Parsed:
+    """What :class:`_ParsedLogs` knows of one log: its file (device, inode), how many bytes of
+    whole lines it parsed, their entries, and the last such line (to tell the same file from
+    another one that reused the inode)."""
+
+    device: int
+    inode: int
+    offset: int
+    entries: tuple[Delivery, ...]
+    last_line: bytes
+
+
+class _ParsedLogs:
+    """Delivery logs parsed so far, by path; at most ``size`` logs, the least recently read
+    forgotten first."""
+
+    def __init__(self, size: int = 4096):
+        self.size = size
+        self._logs: OrderedDict[Path, _Parsed] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def entries(self, log: Path) -> list[Delivery]:
+        try:
+            handle = open(log, "rb")
+        except FileNotFoundError:
+            return []
+        with handle:
+            info = os.fstat(handle.fileno())
+            with self._lock:
+                known = self._logs.get(log)
+            offset, last = 0, b""
+            entries: tuple[Delivery, ...] = ()
+            if known is not None and (known.device, known.inode) == (info.st_dev, info.st_ino) \
+                    and info.st_size >= known.offset:
+                handle.seek(known.offset - len(known.last_line))
+                if handle.read(len(known.last_line)) == known.last_line:  # the same file, grown: go on from there
+                    offset, entries, last = known.offset, known.entries, known.last_line
+            handle.seek(offset)
+            data = handle.read()
+        whole = data.rfind(b"\n") + 1  # the part after the last LF is unfinished: read again next time
+        if whole:
+            lines = data[:whole].split(b"\n")[:-1]
+            entries, last = entries + tuple(_parsed(lines)), lines[-1] + b"\n"
+        with self._lock:
+            self._logs[log] = _Parsed(info.st_dev, info.st_ino, offset + whole, entries, last)
+            self._logs.move_to_end(log)
+            while len(self._logs) > self.size:
+                self._logs.popitem(last=False)
+        return list(entries)
+
+
+_parsed_logs = _ParsedLogs()
+
+
 def _read_log(log: Path, *, tail: int | None = None) -> tuple[list[Delivery], bool]:
     """The whole lines of a delivery log (``tail``: of its last ``tail`` bytes only), and whether
     the file ends with one."""
@@ -244,6 +305,11 @@ def _read_log(log: Path, *, tail: int | None = None) -> tuple[list[Delivery], bo
     lines = data.split(b"\n")[:-1]  # the part after the last LF is unfinished
     if start > 0 and lines:
         lines = lines[1:]  # the first line read may have begun before the tail
+    return _parsed(lines), data.endswith(b"\n") or not data
+
+
+def _parsed(lines: list[bytes]) -> list[Delivery]:
+    """The entries of whole log lines (a line that is not one is skipped)."""
     entries = []
     for raw in lines:
         try:
@@ -253,7 +319,7 @@ def _read_log(log: Path, *, tail: int | None = None) -> tuple[list[Delivery], bo
                                     None if key is None else str(key)))
         except (ValueError, KeyError, TypeError, AttributeError):
             continue
-    return entries, data.endswith(b"\n") or not data
+    return entries
 
 
 __all__ = ["LOG", "MAX_CURSOR", "Delivery", "Page", "deliver_once", "deliveries", "delivered", "flush", "read_rows"]
