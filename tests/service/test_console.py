@@ -267,7 +267,8 @@ def test_bob_finds_what_he_may_query_and_registers_it_from_the_console_alone(ser
     assert not browser.find_element(By.ID, "error").is_displayed(), text_of(browser, "error")
 
 
-def test_root_sees_users_policies_grants_network_and_audit(served: Served, browser: webdriver.Chrome) -> None:
+def test_root_sees_users_policies_grants_network_and_audit(served: Served, browser: webdriver.Chrome,
+                                                          tmp_path: Path) -> None:
     sign_out(browser)
     sign_in(browser, served, "root")
     assert "admin" in browser.find_element(By.ID, "whoami").text
@@ -297,6 +298,8 @@ def test_root_sees_users_policies_grants_network_and_audit(served: Served, brows
     # each pipeline's box says what it delivered to whom (edge labels crossing mid-canvas did not)
     wait(browser).until(lambda d: {e.text.split(" ")[1] for e in d.find_elements(
         By.CSS_SELECTOR, "#network svg text.delivered")} == {"ann", "bob"})
+    browser.find_element(By.ID, "network").screenshot(str(tmp_path / "network.png"))  # kept for a person to look at
+    print(f"the network view: {tmp_path / 'network.png'}")
 
     browser.find_element(By.ID, "tab-audit").click()
     wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#audit tbody tr")) > 10)
