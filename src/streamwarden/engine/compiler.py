@@ -39,6 +39,7 @@ from streamwarden.plan.nodes import (AggCall, Aggregate, Filter, Join, LevelGuar
 from streamwarden.engine import rows
 from streamwarden.engine.jvm import rows_window
 from streamwarden.engine.columns import CARRIED, SPARK_TYPES, compile_expr, physical_name
+from streamwarden.engine.plan_sql import quote
 from streamwarden.engine.shield.decide import combined_mask, has_bit, server_mask
 from streamwarden.engine.shield.kernel import GOV
 
@@ -319,7 +320,8 @@ class _Compiler(_RowsWindows):
         frame = frame.filter(F.col("__mask").bitwiseAND(F.lit(others).cast("bigint")) != 0)
         # the provider's policy that let this tuple through (a server policy decides only beside the
         # provider's: combined_mask), named by its timestamp, as the provider dated it
-        entry = F.array(F.concat(F.lit(f"SP {node.stream} of "), iso_micros(decision["policy_ts"])))
+        policy_ts = iso_instant(f"timestamp_micros({quote(gov)}.policy_ts)")
+        entry = F.array(F.concat(F.lit(f"SP {node.stream} of "), policy_ts))
         frame = frame.withColumn(PROVENANCE, merged_provenance(frame, entry))
         masked = {physical_name(node.relation, name): j for j, name in enumerate(attributes) if name != "ts"}
         frame = frame.select(*[
@@ -469,13 +471,14 @@ class _Compiler(_RowsWindows):
         )
 
 
-def iso_micros(micros: SparkColumn) -> SparkColumn:
-    """``2026-03-01T10:00:00Z`` (with ``.ffffff`` when it has them): an instant in µs, as rows write times."""
-    ts = F.timestamp_micros(micros)
-    fraction = F.pmod(micros, F.lit(1_000_000))
-    return F.concat(F.date_format(ts, "yyyy-MM-dd'T'HH:mm:ss"),
-                    F.when(fraction != 0, F.concat(F.lit("."), F.lpad(fraction.cast("string"), 6, "0")))
-                    .otherwise(F.lit("")), F.lit("Z"))
+def iso_instant(timestamp_sql: str) -> SparkColumn:
+    """``2026-03-01T10:00:00Z`` (``.ffffff`` when it has microseconds) of the SQL timestamp
+    ``timestamp_sql``, as every output writes times: one SQL expression, built in one call to
+    the JVM, where composing it from functions takes a dozen (a plan with many timestamp
+    columns, or many plans, as a level per processor has, paid seconds for them)."""
+    micros = f"pmod(unix_micros({timestamp_sql}), 1000000)"
+    return F.expr(f"concat(date_format({timestamp_sql}, 'yyyy-MM-dd\\'T\\'HH:mm:ss'), CASE WHEN {micros} != 0 THEN "
+                  f"concat('.', lpad(CAST({micros} AS STRING), 6, '0')) ELSE '' END, 'Z')")
 
 
 def merged_provenance(frame: DataFrame, more: SparkColumn) -> SparkColumn:

@@ -24,7 +24,8 @@ from streamwarden.catalog.lattice import Lattice, Level
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.actions import actions_frame
 from streamwarden.engine.columns import CARRIED, GRAPH_OF_MEMBER, physical_name
-from streamwarden.engine.compiler import EVENT, POLICIES, PROVENANCE, Inputs, action_names, compile_graph
+from streamwarden.engine.compiler import (EVENT, POLICIES, PROVENANCE, Inputs, action_names, compile_graph,
+                                          iso_instant)
 from streamwarden.engine.levels.columns import ROW_LEVEL, level_text
 from streamwarden.engine.levels.shepherd import guarded, routed_input
 from streamwarden.engine.plan_sql import quote as quoted_name
@@ -57,13 +58,8 @@ def single_value(frame: DataFrame) -> Any:
 
 
 def iso_timestamp_of(name: str) -> SparkColumn:
-    """:func:`iso_timestamp` of the column ``name``, as one SQL expression: built in one call to
-    the JVM, where composing it from functions takes a dozen (a plan with many timestamp
-    columns, or many plans, as a level per processor has, paid seconds for them)."""
-    column = quoted_name(name)
-    micros = f"pmod(unix_micros({column}), 1000000)"
-    return F.expr(f"concat(date_format({column}, 'yyyy-MM-dd\\'T\\'HH:mm:ss'), CASE WHEN {micros} != 0 THEN "
-                  f"concat('.', lpad(CAST({micros} AS STRING), 6, '0')) ELSE '' END, 'Z')")
+    """:func:`iso_timestamp` of the column ``name`` (see :func:`~streamwarden.engine.compiler.iso_instant`)."""
+    return iso_instant(quoted_name(name))
 
 
 def provenance(root: Node, frame: DataFrame, lattice: Lattice | None) -> SparkColumn:
