@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see; at run time each module loads on first use (below)
     from streamwarden.api.catalog import (STREAM, AccessChange, AuthorizationServer, Catalog, CatalogDiff,
-                                          RegisteredQuery, StreamDef, access_periods, access_time, diff_catalogs,
+                                          RegisteredQuery, StreamDef, access_periods, access_time, capped_names,
+                                          diff_catalogs,
                                           load_access, load_catalog, load_catalog_text, load_queries, Opening,
                                           openings, own_id, parse_own_id, register, replacing, unregister,
                                           update_catalog)
@@ -84,9 +85,9 @@ __all__ = [
     "STORE_HELP", "CatalogStore", "NoStore", "UnknownName", "check_store_outside", "default_store", "store_log_dir",
     # catalog
     "STREAM", "AccessChange", "AuthorizationServer", "Catalog", "CatalogDiff", "RegisteredQuery", "StreamDef",
-    "access_periods", "access_time", "diff_catalogs", "load_access", "load_catalog", "load_catalog_text",
-    "load_queries", "Opening", "openings", "own_id", "parse_own_id", "register", "replacing", "unregister",
-    "update_catalog",
+    "access_periods", "access_time", "capped_names", "diff_catalogs", "load_access", "load_catalog",
+    "load_catalog_text", "load_queries", "Opening", "openings", "own_id", "parse_own_id", "register", "replacing",
+    "unregister", "update_catalog",
     # identity
     "AuditError", "AuditRecord", "Principal", "ProviderKey", "VerifyResult", "append_all", "append_audit",
     "audit_records", "authenticate", "check_key_text", "clean_text", "create_token", "parse_audit_anchor",

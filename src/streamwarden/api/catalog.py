@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from streamwarden.catalog.authorization import AuthorizationServer, change_time
-from streamwarden.catalog.diff import CatalogDiff, diff_catalogs
+from streamwarden.catalog.diff import CatalogDiff, capped_names, diff_catalogs
 from streamwarden.catalog.loader import load_catalog, load_catalog_text
 from streamwarden.catalog.model import Catalog, StreamDef
 from streamwarden.security.openings import Opening, openings
@@ -77,7 +77,7 @@ def replacing(store: CatalogStore, catalog: Catalog) -> CatalogDiff | None:
 
 __all__ = [
     "STREAM", "AccessChange", "AuthorizationServer", "Catalog", "CatalogDiff", "RegisteredQuery", "StreamDef",
-    "access_periods", "access_time", "diff_catalogs", "load_access", "load_catalog", "load_catalog_text",
-    "load_queries", "Opening", "openings", "own_id", "parse_own_id", "register", "replacing", "unregister",
-    "update_catalog",
+    "access_periods", "access_time", "capped_names", "diff_catalogs", "load_access", "load_catalog",
+    "load_catalog_text", "load_queries", "Opening", "openings", "own_id", "parse_own_id", "register", "replacing",
+    "unregister", "update_catalog",
 ]

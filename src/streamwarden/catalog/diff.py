@@ -61,12 +61,12 @@ class CatalogDiff:
         for kind in KINDS:
             for what, names in (("added", self.added), ("removed", self.removed), ("changed", self.changed)):
                 if names.get(kind):
-                    detail[f"{kind}_{what}"] = capped(names[kind], limit)
+                    detail[f"{kind}_{what}"] = capped_names(names[kind], limit)
         return detail
 
     @staticmethod
     def _named(names: Mapping[str, tuple[str, ...]]) -> list[str]:
-        return [f"{_SINGULAR[kind] if len(names[kind]) == 1 else kind} {', '.join(capped(names[kind]))}"
+        return [f"{_SINGULAR[kind] if len(names[kind]) == 1 else kind} {', '.join(capped_names(names[kind]))}"
                 for kind in KINDS if names.get(kind)]
 
 
@@ -89,10 +89,10 @@ def diff_catalogs(before: Catalog, after: Catalog) -> CatalogDiff:
     return CatalogDiff(before.name, after.name, added, removed, changed)
 
 
-def capped(names: Iterable[str], limit: int = MAX_NAMES) -> list[str]:
+def capped_names(names: Iterable[str], limit: int = MAX_NAMES) -> list[str]:
     """At most ``limit`` names, sorted, then how many more."""
     listed = sorted(names)
     return listed[:limit] + ([f"+{len(listed) - limit} more"] if len(listed) > limit else [])
 
 
-__all__ = ["CatalogDiff", "KINDS", "MAX_NAMES", "capped", "diff_catalogs"]
+__all__ = ["CatalogDiff", "KINDS", "MAX_NAMES", "capped_names", "diff_catalogs"]

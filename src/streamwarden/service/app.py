@@ -32,9 +32,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from streamwarden.api import (MAX_CURSOR, STREAM, AccessChange, AuthorizationServer, Catalog, CatalogStore, Principal,
-                              RegisteredQuery, UnknownName, access_periods, audit_records, clean_text, delivered_rows,
-                              delivery_summary, diff_catalogs, format_timestamp, load_catalog_text, openings,
-                              parse_own_id, parse_timestamp, read_rows, read_status)
+                              RegisteredQuery, UnknownName, access_periods, audit_records, capped_names, clean_text,
+                              delivered_rows, delivery_summary, diff_catalogs, format_timestamp, load_catalog_text,
+                              openings, parse_own_id, parse_timestamp, read_rows, read_status)
 from streamwarden.errors import SourceError, StreamwardenError
 from streamwarden.names import name_problem
 from streamwarden.service.auth import Authenticator
@@ -486,8 +486,7 @@ MAX_NAMES = 50  # names of one kind in a record's detail; more are counted
 
 def _names(values: Any) -> list[str]:
     """At most MAX_NAMES names, then how many more (a detail stays far below the trail's 4096 characters)."""
-    listed = sorted(values)
-    return listed[:MAX_NAMES] + ([f"+{len(listed) - MAX_NAMES} more"] if len(listed) > MAX_NAMES else [])
+    return capped_names(values, MAX_NAMES)
 
 
 def _query_detail(entry: Entry) -> dict[str, Any]:
