@@ -63,3 +63,31 @@ def test_the_network_is_catching_up_until_every_query_has_read_what_its_input_ho
     assert _behind(FakeQuery({"batchId": 3}, True))  # files it has not read
     assert not _behind(FakeQuery({"batchId": 3}, False))
     assert not _behind(FakeQuery(None, True, active=False))  # a query that ended keeps no one waiting
+
+
+class CountingQuery(FakeQuery):
+    asked = 0
+
+    @property
+    def status(self) -> dict:  # type: ignore[override]
+        CountingQuery.asked += 1
+        return {"isDataAvailable": False}
+
+    @status.setter
+    def status(self, value: dict) -> None:
+        pass
+
+
+def test_a_live_network_asks_spark_nothing_until_another_query_starts() -> None:
+    queries = [CountingQuery({"batchId": 1}, False) for _ in range(3)]
+    runtime = FakeRuntime()
+    runtime.streams = queries  # type: ignore[attr-defined]
+    host = NetworkHost(runtime)  # type: ignore[arg-type]
+    host._observe()
+    assert host.state == "live" and CountingQuery.asked == 3
+    for _ in range(5):
+        host._observe()
+    assert CountingQuery.asked == 3  # nothing asked while the same queries run
+    runtime.streams = [*queries, CountingQuery(None, False)]  # type: ignore[attr-defined]  # a new pipeline
+    host._observe()
+    assert host.state == "catching_up"

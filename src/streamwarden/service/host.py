@@ -47,6 +47,8 @@ class NetworkHost:
         #: ``catching_up`` until every Spark query of the network has processed what its input held
         #: (right after a start, a restart or a new group), then ``live``; read by ``GET rows``
         self.state = "catching_up"
+        #: the queries running when it last became live (held, so no other object takes an id of theirs)
+        self._live: dict[int, "StreamingQuery"] = {}
 
     @property
     def checkpoint_root(self) -> Path:
@@ -119,7 +121,19 @@ class NetworkHost:
         while not self._stop.wait(self.poll_seconds):
             self.refresh()
             self.runtime.check()  # notes (and logs, once) a pipeline that failed since
-            self.state = "catching_up" if any(_behind(stream) for stream in self.runtime.streams) else "live"
+            self._observe()
+
+    def _observe(self) -> None:
+        """Move :attr:`state`: once every query has read what its input held, the network is live
+        until another query starts (a registration, a restart of a pipeline). Spark is asked only
+        while it catches up: a thousand live pipelines cost no calls into the JVM each second."""
+        streams = self.runtime.streams  # the same Python objects while their pipelines run
+        if self.state == "live" and all(self._live.get(id(s)) is s for s in streams):
+            return
+        if any(_behind(stream) for stream in streams):
+            self.state = "catching_up"
+        else:
+            self.state, self._live = "live", {id(s): s for s in streams}
 
 
 def _behind(stream: "StreamingQuery") -> bool:
