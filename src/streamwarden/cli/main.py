@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import traceback
@@ -657,17 +658,12 @@ def _access_change(args: argparse.Namespace) -> int:
         server.revoke(args.query, args.user, when)
     source = _naive_note(args.ts) if args.ts else " (now: no --ts given)"
     until_text = getattr(args, "until", None)
-    until = f" until {_utc_stamp(api.access_time(until_text))}{_naive_note(until_text)}" if until_text else ""
-    stamp = _utc_stamp(when)
+    until = f" until {api.format_timestamp(api.access_time(until_text))}{_naive_note(until_text)}" if until_text else ""
+    stamp = api.format_timestamp(when)
     since = "from" if args.command == "grant" else "as of"
     print(f"{args.command}: {args.user} on {args.query} {since} {stamp}{source}{until}, recorded in {server.store.url} "
           "(a running network reads it as an access SP at its next micro-batch)", file=sys.stderr)
     return 0
-
-
-def _utc_stamp(when: datetime) -> str:
-    """``2026-03-01T10:00:00Z``: an instant as the confirmation prints it (microseconds when it has some)."""
-    return when.strftime("%Y-%m-%dT%H:%M:%S") + (f".{when.microsecond:06d}" if when.microsecond else "") + "Z"
 
 
 def _naive_note(text: str) -> str:
@@ -715,42 +711,40 @@ def _network_run(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _info_lines(logger: str) -> Iterator[None]:
-    """While it runs, what ``logger`` logs at INFO as lines on stderr (the logger stays out of
-    the others' handlers: said once)."""
-    import logging
-
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    target = logging.getLogger(logger)
-    target.addHandler(handler)
-    previous = target.level
-    target.setLevel(logging.INFO)
-    try:
+    """While it runs, what ``logger`` logs at INFO or above as lines on stderr."""
+    with _log_lines(logger, logging.INFO, logging.Formatter("%(message)s")):
         yield
-    finally:
-        target.removeHandler(handler)
-        target.setLevel(previous)
 
 
 @contextmanager
 def _warning_lines(logger: str) -> Iterator[None]:
     """While it runs, what ``logger`` logs at WARNING or above as ``warning: ...`` or ``error: ...``
     lines on stderr."""
-    import logging
-
     class Lowercase(logging.Formatter):
         def format(self, record: logging.LogRecord) -> str:
             return f"{record.levelname.lower()}: {record.getMessage()}"
 
+    with _log_lines(logger, logging.WARNING, Lowercase()):
+        yield
+
+
+@contextmanager
+def _log_lines(logger: str, level: int, formatter: logging.Formatter) -> Iterator[None]:
+    """``logger``'s records of ``level`` or above on stderr while the block runs (the logger is
+    opened to ``level`` for it, and put back)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(Lowercase())
-    handler.setLevel(logging.WARNING)
+    handler.setFormatter(formatter)
+    handler.setLevel(level)
     target = logging.getLogger(logger)
     target.addHandler(handler)
+    previous = target.level
+    if target.getEffectiveLevel() > level:
+        target.setLevel(level)
     try:
         yield
     finally:
         target.removeHandler(handler)
+        target.setLevel(previous)
 
 
 def _seconds(text: str) -> float:
