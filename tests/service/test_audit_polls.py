@@ -36,3 +36,22 @@ def test_rows_failures_and_undeclared_reads_are_never_coalesced(tmp_path) -> Non
     assert actions.count(("user:ann", "query.rows", "ok")) == 3
     assert actions.count(("user:ann", "query.list", "forbidden")) == 3
     assert actions.count(("user:bob", "query.list", "ok")) == 3
+
+
+def test_the_repeats_are_written_when_their_window_ends_not_only_on_close(tmp_path, monkeypatch) -> None:
+    """A poller that stops polling (a closed tab) leaves no count waiting for the service's end:
+    a crash before it would lose them."""
+    import streamwarden.service.trail as trail_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(trail_module.time, "monotonic", lambda: clock[0])
+    trail, store = _trail(tmp_path)
+    for _ in range(4):
+        trail.record("user:ann", "query.list", "queries", "ok", request_id="r", poll=True)
+    clock[0] += trail_module.POLL_WINDOW  # the window ends; the writer's next look writes the count
+    trail._sweep_polls()
+    assert trail.flush()
+    written = [(r.action, (r.detail or {}).get("polls")) for r in records(store.engine)]
+    assert written == [("query.list", 1), ("query.list", 3)]
+    trail.close()
+    assert [(r.detail or {}).get("polls") for r in records(store.engine)] == [1, 3]  # nothing left to write

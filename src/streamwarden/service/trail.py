@@ -50,11 +50,12 @@ FLUSH_TIMEOUT = 30.0
 CLOSE_TIMEOUT = 30.0
 #: Reads a page repeats on a timer (the console refreshing its lists) that declare themselves
 #: polls: the first of a principal's polls of one object is recorded, the repeats within
-#: POLL_WINDOW seconds are counted and that count is written with the next record of them
-#: (or when the trail closes). Nothing is unaudited; a person's own actions are not buried
+#: POLL_WINDOW seconds are counted, and the count written as a record when the window ends.
+#: Nothing is unaudited; a person's own actions are not buried
 #: under a timer's. Reads of rows are never coalesced: each names the policies it was served under.
 POLL_WINDOW = 300.0
 COALESCED = frozenset({"query.list", "query.show", "network.read", "grant.list"})
+SWEEP_EVERY = 5.0  # seconds between the writer's looks for polls whose window has ended
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ class AuditTrail:
             if counted is None:
                 return
             detail = {**(detail or {}), "polls": counted, "coalesced": f"repeats within {POLL_WINDOW:.0f} s "
-                                                                      "are counted in the next record"}
+                                                                      "are counted in a record when the window ends"}
         try:
             entry = _Entry(principal, action, object, outcome, tuple(policies), request_id, detail)
         except Exception:  # policies that cannot be read: the writer repairs the rest
@@ -119,15 +120,21 @@ class AuditTrail:
             self._polls[key] = (now, 0)
             return repeats + 1
 
-    def _flush_polls(self) -> None:
-        """The repeats counted since each poll's last record, as records (the trail is closing)."""
+    def _sweep_polls(self, *, everything: bool = False) -> None:
+        """Write the repeats of each poll whose window has ended (``everything``: of every poll, the
+        trail closing) as a record of their own, and forget the poll: counts never wait for the
+        poller's next request, which may never come."""
+        now = time.monotonic()
         with self._poll_lock:
-            waiting = [(key, repeats) for key, (_, repeats) in self._polls.items() if repeats]
-            self._polls.clear()
-        for (principal, action, object), repeats in waiting:
-            self._queue(_Entry(principal, action, object, "ok", (), None,
-                               {"polls": repeats, "coalesced": "the repeats since the last record, written on close"}),
-                        closing=True)
+            ended = [(key, repeats) for key, (since, repeats) in self._polls.items()
+                     if everything or now - since >= POLL_WINDOW]
+            for key, _ in ended:
+                del self._polls[key]
+        for (principal, action, object), repeats in ended:
+            if repeats:
+                self._queue(_Entry(principal, action, object, "ok", (), None,
+                                   {"polls": repeats, "coalesced": "the repeats since the record before"}),
+                            closing=True)
 
     def _queue(self, entry: _Entry, *, closing: bool = False) -> None:
         with self._changed:
@@ -172,7 +179,7 @@ class AuditTrail:
 
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Write what is queued and stop the writer: within ``timeout`` seconds, whatever the store does."""
-        self._flush_polls()
+        self._sweep_polls(everything=True)
         with self._changed:
             self._closing = True
             self._deadline = time.monotonic() + max(timeout - 1.0, 0.0)
@@ -189,11 +196,14 @@ class AuditTrail:
     # -- the writer ------------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
+            self._sweep_polls()
             with self._changed:
-                while not self._pending and not self._closing:
-                    self._changed.wait()
+                if not self._pending and not self._closing:
+                    self._changed.wait(timeout=SWEEP_EVERY)  # a record, the close, or time to sweep the polls
                 if not self._pending:
-                    return  # closing, and everything is written
+                    if self._closing:
+                        return  # everything is written
+                    continue
                 group = [self._pending.popleft() for _ in range(min(GROUP, len(self._pending)))]
             try:
                 self._commit(group)
