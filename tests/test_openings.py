@@ -41,3 +41,18 @@ policies:
     assert [o.stream for o in openings(catalog, "ann")] == ["Open"]  # not Closed, nor policy q's name
     assert all("q" not in reason.split(":")[0] for o in openings(catalog, "ann") for reason in o.reasons)
     assert [o.stream for o in openings(catalog, "bob")] == ["Closed"]
+
+
+def test_asking_again_rewrites_nothing_until_the_catalog_changes(monkeypatch) -> None:
+    import streamwarden.security.openings as O
+
+    text = ("streams: {A: {schema: {ts: timestamp, a: int}}, B: {schema: {ts: timestamp, b: int}}}\n"
+            "roles: {R: {}}\nusers: {ann: {roles: [R]}}\n"
+            "policies:\n  - {id: p, subject: R, streams: [A, B], privilege: read}\n")
+    calls = []
+    real = O.secure
+    monkeypatch.setattr(O, "secure", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    first = openings(load_catalog_text(text), "ann")
+    assert len(calls) == 2 and openings(load_catalog_text(text), "ann") == first and len(calls) == 2
+    changed = text.replace("streams: [A, B]", "streams: [A]")
+    assert [o.stream for o in openings(load_catalog_text(changed), "ann")] == ["A"] and len(calls) == 4

@@ -22,6 +22,9 @@ listing never reveals more of the catalog than her queries could.
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from streamwarden.catalog.model import Catalog, Policy
@@ -49,7 +52,35 @@ class Opening:
 def openings(catalog: Catalog, user: str) -> list[Opening]:
     """The streams ``user``'s policies, the providers' punctuations or her clearance open to
     her, in the catalog's order (see the module docstring). Each is checked by the security
-    passes themselves: a stream is offered only when its example deploys for her."""
+    passes themselves: a stream is offered only when its example deploys for her.
+
+    That is a rewriting per stream, so the answer is kept per catalog text and user (all it
+    depends on: live action values change what a policy passes, not which streams it opens):
+    asking again, as a console does at every sign-in, costs a lookup, and no user can make
+    the service rewrite the catalog over and over."""
+    if not catalog.text:  # a catalog built in code: nothing to key it by
+        return _openings(catalog, user)
+    key = (hashlib.sha256(catalog.text.encode()).hexdigest(), user)
+    with _lock:
+        known = _known.get(key)
+        if known is not None:
+            _known.move_to_end(key)
+            return list(known)
+    found = _openings(catalog, user)
+    with _lock:
+        _known[key] = tuple(found)
+        while len(_known) > KNOWN:
+            _known.popitem(last=False)
+    return found
+
+
+#: Answers kept (catalog text, user) at most: the most recently asked.
+KNOWN = 4096
+_known: OrderedDict[tuple[str, str], tuple[Opening, ...]] = OrderedDict()
+_lock = threading.Lock()
+
+
+def _openings(catalog: Catalog, user: str) -> list[Opening]:
     policies = catalog.policies_for(user)
     found = []
     for name, stream in catalog.streams.items():
