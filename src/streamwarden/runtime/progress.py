@@ -71,7 +71,10 @@ class ProgressWatch(StreamingQueryListener):
         self._batches = self._rows_in = self._rows_out = 0
         self._event_time: str | None = None
         self._news = False
-        self._seen: set[tuple[str, int]] = set()  # (run, micro-batch) counted: a listener's and a backfill's once
+        # per run of a query, the last micro-batch counted: both the listener and a backfill see a
+        # run's batches in order, so one number per run counts each once (a set of every batch
+        # would grow by a thousand entries a second at a thousand pipelines, for as long as it runs)
+        self._last: dict[str, int] = {}
         self.attach(runner)
         spark.streams.addListener(self)
 
@@ -89,9 +92,9 @@ class ProgressWatch(StreamingQueryListener):
         if rows <= 0:
             return  # a no-data batch (a watermark moving): nothing for a person to see
         with self._lock:
-            if (run, batch) in self._seen:
+            if batch <= self._last.get(run, -1):
                 return
-            self._seen.add((run, batch))
+            self._last[run] = batch
             self._batches += 1
             self._rows_in += rows
             self._rows_out += max(0, int(written or 0))
