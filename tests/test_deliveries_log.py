@@ -113,3 +113,17 @@ def test_a_reader_parses_what_was_appended_since_it_last_read_and_the_same_as_a_
     assert [d.batch for d in deliveries(tmp_path)] == ["b00000008"]
     log.unlink()
     assert deliveries(tmp_path) == []
+
+
+def test_the_parsed_logs_kept_are_bounded_in_entries_not_in_logs(tmp_path: Path) -> None:
+    from streamwarden.runtime.deliveries import _ParsedLogs
+
+    logs = _ParsedLogs(entries=10)
+    for k in range(4):
+        (tmp_path / str(k)).mkdir()
+        (tmp_path / str(k) / LOG).write_text("".join(_line(i) for i in range(4)))
+        assert len(logs.entries(tmp_path / str(k) / LOG)) == 4
+    assert logs._held <= 10 and len(logs._logs) == 2  # the oldest forgotten
+    (tmp_path / "long").mkdir()
+    (tmp_path / "long" / LOG).write_text("".join(_line(i) for i in range(12)))
+    assert len(logs.entries(tmp_path / "long" / LOG)) == 12 and logs._held <= 10  # read, not kept

@@ -250,12 +250,14 @@ class _Parsed:
 
 
 class _ParsedLogs:
-    """Delivery logs parsed so far, by path; at most ``size`` logs, the least recently read
-    forgotten first."""
+    """Delivery logs parsed so far, by path: at most ``entries`` entries in all (a log grows by
+    one a micro-batch, for as long as the network runs), the least recently read forgotten
+    first; a log longer than that alone is parsed at every read, as before, and not kept."""
 
-    def __init__(self, size: int = 4096):
-        self.size = size
+    def __init__(self, entries: int = 500_000):
+        self.limit = entries
         self._logs: OrderedDict[Path, _Parsed] = OrderedDict()
+        self._held = 0  # entries kept, over every log
         self._lock = threading.Lock()
 
     def entries(self, log: Path) -> list[Delivery]:
@@ -281,10 +283,13 @@ class _ParsedLogs:
             lines = data[:whole].split(b"\n")[:-1]
             entries, last = entries + tuple(_parsed(lines)), lines[-1] + b"\n"
         with self._lock:
-            self._logs[log] = _Parsed(info.st_dev, info.st_ino, offset + whole, entries, last)
-            self._logs.move_to_end(log)
-            while len(self._logs) > self.size:
-                self._logs.popitem(last=False)
+            replaced = self._logs.pop(log, None)
+            self._held -= len(replaced.entries) if replaced is not None else 0
+            if len(entries) <= self.limit:
+                self._logs[log] = _Parsed(info.st_dev, info.st_ino, offset + whole, entries, last)
+                self._held += len(entries)
+            while self._held > self.limit:
+                self._held -= len(self._logs.popitem(last=False)[1].entries)
         return list(entries)
 
 
