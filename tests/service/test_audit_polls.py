@@ -4,6 +4,7 @@ counted, not written one by one, and every one of them is still in the trail's c
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from streamwarden.catalog.audit import records
 from streamwarden.catalog.store import CatalogStore, sqlite_url
@@ -44,7 +45,7 @@ def test_the_repeats_are_written_when_their_window_ends_not_only_on_close(tmp_pa
     import streamwarden.service.trail as trail_module
 
     clock = [1000.0]
-    monkeypatch.setattr(trail_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(trail_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))  # the trail's clock only
     trail, store = _trail(tmp_path)
     for _ in range(4):
         trail.record("user:ann", "query.list", "queries", "ok", request_id="r", poll=True)
