@@ -46,8 +46,9 @@ if TYPE_CHECKING:  # what type checkers see; at run time each module loads on fi
                                           load_access, load_catalog, load_catalog_text, load_queries, Opening,
                                           openings, own_id, parse_own_id, register, replacing, unregister,
                                           update_catalog)
-    from streamwarden.api.identity import (AuditError, AuditRecord, Principal, ProviderKey, VerifyResult, append_all,
-                                           append_audit, audit_records, authenticate, check_key_text, clean_text,
+    from streamwarden.api.identity import (AuditError, AuditRecord, Authenticated, Principal, ProviderKey,
+                                           VerifyResult, append_all, append_audit, audit_records, authenticate,
+                                           check_key_text, check_token, clean_text,
                                            create_token, parse_audit_anchor, parse_expiry, revoke_provider_tokens,
                                            revoke_token, revoke_tokens, subject_label, token_id, verify_audit, writable)
     from streamwarden.api.network import (MAX_CURSOR, DeliverySummary, NetworkExplanation, NetworkInfo, NetworkRuntime,
@@ -57,8 +58,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time each module loads on fi
     from streamwarden.api.queries import (LevelProcessor, LevelQuery, ReplayReport, Rewriting, authorize,
                                           authorize_registered, explain_json, explain_text, replay, replay_to_file, run,
                                           run_levels)
-    from streamwarden.api.store import (STORE_HELP, CatalogStore, NoStore, UnknownName, check_store_outside,
-                                        default_store, store_log_dir)
+    from streamwarden.api.store import (STORE_HELP, CatalogStore, GenerationCache, NoStore, UnknownName,
+                                        check_store_outside, default_store, store_log_dir)
     from streamwarden.api.spark import (Progress, ProgressWatch, Runner, SparkSettings, describe_failure,
                                         keep_running, lower_priority, progress_watch, silence_spark_log,
                                         spark_log_path, start_logged_spark, stop_quietly, using_spark)
@@ -82,16 +83,18 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     # store
-    "STORE_HELP", "CatalogStore", "NoStore", "UnknownName", "check_store_outside", "default_store", "store_log_dir",
+    "STORE_HELP", "CatalogStore", "GenerationCache", "NoStore", "UnknownName", "check_store_outside", "default_store",
+    "store_log_dir",
     # catalog
     "STREAM", "AccessChange", "AuthorizationServer", "Catalog", "CatalogDiff", "RegisteredQuery", "StreamDef",
     "access_periods", "access_time", "capped_names", "diff_catalogs", "load_access", "load_catalog",
     "load_catalog_text", "load_queries", "Opening", "openings", "own_id", "parse_own_id", "register", "replacing",
     "unregister", "update_catalog",
     # identity
-    "AuditError", "AuditRecord", "Principal", "ProviderKey", "VerifyResult", "append_all", "append_audit",
-    "audit_records", "authenticate", "check_key_text", "clean_text", "create_token", "parse_audit_anchor",
-    "parse_expiry", "revoke_provider_tokens", "revoke_token", "revoke_tokens", "subject_label", "token_id",
+    "AuditError", "AuditRecord", "Authenticated", "Principal", "ProviderKey", "VerifyResult", "append_all",
+    "append_audit", "audit_records", "authenticate", "check_key_text", "check_token", "clean_text", "create_token",
+    "parse_audit_anchor", "parse_expiry", "revoke_provider_tokens", "revoke_token", "revoke_tokens", "subject_label",
+    "token_id",
     "verify_audit", "writable",
     # network
     "MAX_CURSOR", "DeliverySummary", "NetworkExplanation", "NetworkInfo", "NetworkRuntime", "Page", "PipelineStatus",

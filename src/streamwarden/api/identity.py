@@ -21,9 +21,9 @@ from typing import Any, Iterable, Mapping
 
 from streamwarden.catalog import audit
 from streamwarden.catalog.audit import AuditError, AuditRecord, VerifyResult, append_all, clean_text, writable
-from streamwarden.catalog.identity import (Principal, ProviderKey, authenticate, check_key_text, create_token,
-                                           parse_expiry, revoke_provider_tokens, revoke_token, revoke_tokens,
-                                           subject_label, token_id)
+from streamwarden.catalog.identity import (Authenticated, Principal, ProviderKey, authenticate, check_key_text,
+                                           check_token, create_token, parse_expiry, revoke_provider_tokens,
+                                           revoke_token, revoke_tokens, subject_label, token_id)
 from streamwarden.catalog.store import CatalogStore
 
 
@@ -53,8 +53,9 @@ def parse_audit_anchor(text: str) -> tuple[int, str]:
 
 
 __all__ = [
-    "AuditError", "AuditRecord", "Principal", "ProviderKey", "VerifyResult", "append_all", "append_audit",
-    "audit_records", "authenticate", "check_key_text", "clean_text", "create_token", "parse_audit_anchor",
-    "parse_expiry", "revoke_provider_tokens", "revoke_token", "revoke_tokens", "subject_label", "token_id",
+    "AuditError", "AuditRecord", "Authenticated", "Principal", "ProviderKey", "VerifyResult", "append_all",
+    "append_audit", "audit_records", "authenticate", "check_key_text", "check_token", "clean_text", "create_token",
+    "parse_audit_anchor", "parse_expiry", "revoke_provider_tokens", "revoke_token", "revoke_tokens", "subject_label",
+    "token_id",
     "verify_audit", "writable",
 ]

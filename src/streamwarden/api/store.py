@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from streamwarden.catalog.generation import GenerationCache
 from streamwarden.catalog.store import STORE_HELP, CatalogStore, NoStore, UnknownName, default_store
 from streamwarden.errors import StreamwardenError
 from streamwarden.names import inside
@@ -40,5 +41,5 @@ def store_log_dir(store_url: str | None = None) -> Path:
     return CatalogStore(store_url, create=False).home / "logs"
 
 
-__all__ = ["STORE_HELP", "CatalogStore", "NoStore", "UnknownName", "check_store_outside", "default_store",
-           "store_log_dir"]
+__all__ = ["STORE_HELP", "CatalogStore", "GenerationCache", "NoStore", "UnknownName", "check_store_outside",
+           "default_store", "store_log_dir"]

@@ -92,6 +92,7 @@ _registered = Table(
     Column("opens", Text, nullable=True),  # JSON list: the streams its grants open (fixed at registration)
     Column("rid", Text, nullable=True),  # this registration's id: grants are bound to it
     Column("owner_incarnation", Text, nullable=True),  # an own query: the identity of its owner
+    info={"generation": True},  # a service caches which query a caller names
 )
 
 

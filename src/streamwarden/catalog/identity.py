@@ -91,6 +91,7 @@ _tokens = Table(
     Column("expires_at", UTCDateTime(), nullable=True),
     Column("revoked_at", UTCDateTime(), nullable=True),
     Column("incarnation", Text, nullable=True),  # a user's token: the identity it was made for
+    info={"generation": True},  # a service caches who a token speaks for: a revocation moves the generation
 )
 _ready: "weakref.WeakSet[Engine]" = weakref.WeakSet()  # engines whose token table exists
 
@@ -390,28 +391,48 @@ def authenticate(store: str | CatalogStore, token: object, *, now: datetime | No
     >>> authenticate(url, "swt_' OR 1=1 --") is None
     True
     """
+    found = check_token(store, token)
+    return found.principal if found is not None and found.valid_at(_now(now)) else None
+
+
+@dataclass(frozen=True)
+class Authenticated:
+    """What a stored token proves, and until when: what :func:`check_token` finds."""
+
+    principal: Principal
+    expires_at: datetime | None
+
+    def valid_at(self, when: datetime) -> bool:
+        return self.expires_at is None or when < self.expires_at
+
+
+def check_token(store: str | CatalogStore, token: object) -> Authenticated | None:
+    """:func:`authenticate` but for the clock: the principal and the token's expiry, or None
+    for everything else :func:`authenticate` refuses. What a service keeps while the store's
+    generation stays (:mod:`streamwarden.catalog.generation`), applying the expiry itself at
+    every request; the identity and catalog checks are redone whenever the store changes."""
     if not isinstance(token, str):
         return None
     match = _TOKEN.fullmatch(token) if len(token) == _TOKEN_LENGTH else None
     if match is None:
         return None
-    when = _now(now)
     with _opened(store, require_catalog=False) as (_, engine):
         with engine.connect() as conn:
             row = conn.execute(select(_tokens).where(_tokens.c.id == match.group(1))).first()
-            if row is None or not hmac.compare_digest(row.digest, _digest(token)):
-                return None
-            if row.revoked_at is not None or (row.expires_at is not None and _utc(row.expires_at) <= when):
+            if row is None or not hmac.compare_digest(row.digest, _digest(token)) or row.revoked_at is not None:
                 return None
             users, streams = _declared(conn)
             current = (incarnation_of if row.kind == "user" else stream_incarnation_of)(conn, row.name)
             if row.incarnation is None or row.incarnation != current:
                 return None  # a token of an earlier identity of this user or stream name
     key = _stored_key(row.provider_key)
+    expires = _utc(row.expires_at) if row.expires_at is not None else None
     if row.kind == "user":
-        return Principal("user", row.name, bool(row.admin), token_id=row.id) if row.name in users else None
+        return Authenticated(Principal("user", row.name, bool(row.admin), token_id=row.id), expires) \
+            if row.name in users else None
     if row.kind == "provider" and row.name in streams and (key is None or streams[row.name] is not None):
-        return Principal("provider", row.name, False, stream=row.name, key=key, token_id=row.id)
+        return Authenticated(Principal("provider", row.name, False, stream=row.name, key=key, token_id=row.id),
+                             expires)
     return None
 
 
@@ -504,7 +525,7 @@ def _now(now: datetime | None) -> datetime:
     return datetime.now(timezone.utc) if now is None else _utc(now)
 
 
-__all__ = ["MAX_LIFETIME", "PREFIX", "Principal", "ProviderKey", "TokenError", "TokenInfo", "authenticate",
-           "check_key_text", "check_lifetime", "create_token", "key_text", "list_tokens", "looks_like_token",
-           "parse_expiry", "parse_key", "revoke_provider_tokens", "revoke_token", "revoke_tokens", "subject_label",
-           "token_id"]
+__all__ = ["MAX_LIFETIME", "PREFIX", "Authenticated", "Principal", "ProviderKey", "TokenError", "TokenInfo",
+           "authenticate", "check_key_text", "check_lifetime", "check_token", "create_token", "key_text", "list_tokens",
+           "looks_like_token", "parse_expiry", "parse_key", "revoke_provider_tokens", "revoke_token", "revoke_tokens",
+           "subject_label", "token_id"]

@@ -60,6 +60,8 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.schema import CreateTable
 
+from streamwarden.catalog.generation import install as install_generation
+from streamwarden.catalog.generation import is_versioned
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.model import Action, Catalog
 from streamwarden.errors import StreamwardenError, UsageError
@@ -116,6 +118,7 @@ _sources = Table(
     Column("name", String, primary_key=True),
     Column("text", Text, nullable=False),
     Column("loaded_at", UTCDateTime(), nullable=False),
+    info={"generation": True},  # a service caches who tokens speak for: see catalog/generation.py
 )
 _policies = Table(
     "policies", _metadata,
@@ -142,6 +145,7 @@ _identities = Table(
     Column("user", String, primary_key=True),
     Column("incarnation", String(16), nullable=False),  # random: a user declared again never gets an old one back
     Column("since", UTCDateTime(), nullable=False),
+    info={"generation": True},
 )
 
 
@@ -150,6 +154,7 @@ _stream_identities = Table(
     Column("stream", String, primary_key=True),
     Column("incarnation", String(16), nullable=False),  # a stream declared again: its providers' tokens are not its
     Column("since", UTCDateTime(), nullable=False),
+    info={"generation": True},
 )
 
 
@@ -206,7 +211,9 @@ _DDL_LOCK_KEY = 0x5357_4344  # "SWCD"
 
 def create_tables(engine: Engine, metadata: MetaData) -> None:
     """``metadata``'s tables, if missing. IF NOT EXISTS, not check-then-create: several
-    threads or processes may open a store for the first time at once. On PostgreSQL that
+    threads or processes may open a store for the first time at once. Tables marked
+    ``info={"generation": True}`` get their triggers (:mod:`streamwarden.catalog.generation`),
+    a store written before them included. On PostgreSQL that
     is not enough (two sessions' CREATE TABLE IF NOT EXISTS can still collide in its system
     catalog, a unique violation), so there the creates also wait for a transaction-scoped
     advisory lock."""
@@ -215,6 +222,7 @@ def create_tables(engine: Engine, metadata: MetaData) -> None:
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _DDL_LOCK_KEY})
         for table in metadata.sorted_tables:
             conn.execute(CreateTable(table, if_not_exists=True))
+        install_generation(conn, [t for t in metadata.sorted_tables if is_versioned(t)])
 
 
 def add_missing_columns(engine: Engine, table: Table, names: tuple[str, ...]) -> list[str]:

@@ -1,8 +1,12 @@
 """Who a request speaks for: the store's bearer tokens, or JWTs of one trusted issuer.
 
 Store tokens (``streamwarden token create``) are checked by
-:func:`streamwarden.catalog.identity.authenticate`: only their SHA-256 is stored, compared
-in constant time. With ``--jwks``, a JWT is accepted as well when it is signed by a key of
+:func:`streamwarden.catalog.identity.check_token`: only their SHA-256 is stored, compared
+in constant time. What a token proves is kept in memory while the store's generation stays
+(:class:`~streamwarden.catalog.generation.GenerationCache`: one read of a counter per request
+instead of three queries), its expiry applied at every request: a revocation, a removed user
+or a new catalog, from this process or another, moves the generation and is seen by the next
+request. With ``--jwks``, a JWT is accepted as well when it is signed by a key of
 that JWKS (a file, or an ``https://`` URL fetched and cached by PyJWT), with an
 asymmetric algorithm only (never ``none`` or an HMAC, whose key would be the public JWKS),
 and its ``iss``, ``aud`` and ``exp`` as configured. ``sub`` names the user, who must be
@@ -19,13 +23,16 @@ check failed.
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import jwt
 
-from streamwarden.api import CatalogStore, Principal, authenticate
+from streamwarden.api import Authenticated, CatalogStore, GenerationCache, Principal, check_token
 from streamwarden.errors import StreamwardenError
 from streamwarden.names import name_problem
 
@@ -80,18 +87,24 @@ class _Keys:
 class Authenticator:
     """``principal(header)``: the :class:`Principal` an ``Authorization`` header proves, or None."""
 
-    def __init__(self, store: CatalogStore, issuer: JwtIssuer | None = None):
+    def __init__(self, store: CatalogStore, issuer: JwtIssuer | None = None,
+                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)):
         self.store = store
         self.issuer = issuer
+        self.clock = clock
         self._keys = issuer.keys() if issuer is not None else None
+        # keyed by the token's SHA-256, not the token: no secret is kept longer than its request
+        self._stored: GenerationCache[str, Authenticated] = GenerationCache(store.engine)
 
     def principal(self, header: str | None) -> Principal | None:
         token = bearer(header)
         if token is None:
             return None
-        found = authenticate(self.store, token)
-        if found is not None or self._keys is None or token.count(".") != 2:
-            return found
+        found = self._stored.get(hashlib.sha256(token.encode()).hexdigest(), lambda: check_token(self.store, token))
+        if found is not None:
+            return found.principal if found.valid_at(self.clock()) else None
+        if self._keys is None or token.count(".") != 2:
+            return None
         return self._from_jwt(token)
 
     def _from_jwt(self, token: str) -> Principal | None:

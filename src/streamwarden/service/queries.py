@@ -33,9 +33,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from streamwarden.api import (AuthorizationServer, Catalog, Principal, RegisteredQuery, Rewriting, UnknownName,
-                              access_periods, authorize_registered, delivered_rows, explain_json, forget_query,
-                              format_timestamp, own_id, parse_own_id)
+from streamwarden.api import (AuthorizationServer, Catalog, GenerationCache, Principal, RegisteredQuery, Rewriting,
+                              UnknownName, access_periods, authorize_registered, delivered_rows, explain_json,
+                              forget_query, format_timestamp, own_id, parse_own_id)
 from streamwarden.errors import SourceError, StreamwardenError
 from streamwarden.names import MAX_NAME_LENGTH, name_problem
 from streamwarden.service.errors import ApiError, not_found
@@ -79,6 +79,8 @@ class QueryBook:
     def __init__(self, server: AuthorizationServer, output: Path):
         self.server = server
         self.output = output
+        # what find() answered, while the store's generation stays (every GET of rows asks)
+        self._found: GenerationCache[tuple[str, bool, str, str | None], Entry] = GenerationCache(server.store.engine)
 
     # -- finding -----------------------------------------------------------------------------
     def visible(self, caller: Principal) -> list[Entry]:
@@ -105,14 +107,19 @@ class QueryBook:
         if name_problem("query id", public) is None and (owner is None or name_problem("user", owner) is None):
             if owner is not None and owner != caller.name and not caller.admin:
                 raise not_found(f"you have no query {public[:64]!r}")
-            # the two rows it could be, not every query (each GET of rows asks)
-            wanted = owner if owner is not None else caller.name
-            found = self._own_entry(wanted, public)  # an own query before a shared one
-            if found is None and (owner is None or owner == caller.name):
-                found = self._shared_entry(caller, public)
+            found = self._found.get((caller.name, caller.admin, public, owner),
+                                    lambda: self._lookup(caller, public, owner))
             if found is not None:
                 return found
         raise not_found(f"you have no query {public[:64]!r}" + (f" of {owner}" if owner and caller.admin else ""))
+
+    def _lookup(self, caller: Principal, public: str, owner: str | None) -> Entry | None:
+        """:meth:`find` in the store: the two rows it could be, not every query."""
+        wanted = owner if owner is not None else caller.name
+        found = self._own_entry(wanted, public)  # an own query before a shared one
+        if found is None and (owner is None or owner == caller.name):
+            found = self._shared_entry(caller, public)
+        return found
 
     def for_user(self, public: str, user: str) -> Entry:
         """The query ``user`` calls ``public`` (her own first, else one shared with her): what an
