@@ -262,9 +262,14 @@ def create_app(service: Service) -> FastAPI:
         return {"id": entry.id, "deleted": True, **({"owner": entry.owner} if entry.owner else {})}
 
     @app.get("/v1/queries/{query_id}/rows", response_model=RowsOut)
-    def rows(query_id: str, request: Request, after: str | None = Query(None, max_length=32),
-             limit: int = Query(1000, ge=1, le=MAX_ROWS)) -> Response:
+    async def rows(query_id: str, request: Request, after: str | None = Query(None, max_length=32),
+                   limit: int = Query(1000, ge=1, le=MAX_ROWS)) -> Response:
         """Your rows after ``after`` (a cursor from ``next``), in delivery order."""
+        # On the event loop, not the thread pool: what it asks the store is answered from memory
+        # after one primary-key read of the store's generation (microseconds on SQLite, a round
+        # trip on PostgreSQL) and its files are the page cache's; a hop to a worker thread and
+        # back cost more than all of it, and forty pollers' threads contending for the GIL made
+        # every request as slow as the burst it came in (bench/results/service_load.md).
         principal = user_caller(request, "query.rows", f"query:{_short(query_id)}")
         entry = service.book.find(principal, query_id)
         request.state.object = f"query:{entry.ref}"
