@@ -284,8 +284,8 @@ def create_app(service: Service) -> FastAPI:
     @app.get("/v1/queries/{query_id}/stream")
     async def stream(query_id: str, request: Request, after: str | None = Query(None, max_length=32)) -> Response:
         """Your rows as Server-Sent Events (``id``: the row's cursor), resumable with ``Last-Event-ID``."""
-        principal = await asyncio.to_thread(user_caller, request, "query.stream", f"query:{_short(query_id)}")
-        entry = await asyncio.to_thread(service.book.find, principal, query_id)
+        principal = user_caller(request, "query.stream", f"query:{_short(query_id)}")  # on the loop, as GET rows
+        entry = service.book.find(principal, query_id)
         request.state.object = f"query:{entry.ref}"
         start = _cursor(request.headers.get("last-event-id") or after)
         header = request.headers.get("authorization")
@@ -562,10 +562,11 @@ async def _events(service: Service, query: str, cursor: int, request: Request, h
     token, an expired one or a removed query ends the stream at once, backlog or not."""
     checked = time.monotonic()
     while True:
-        page = await asyncio.to_thread(read_rows, service.output, principal.name, query, after=cursor, limit=500)
+        # on the loop, as GET rows: a page of the page cache's files, checks answered from memory
+        page = read_rows(service.output, principal.name, query, after=cursor, limit=500)
         if page.lines or time.monotonic() - checked > REAUTH_SECONDS:
             checked = time.monotonic()
-            ended = await asyncio.to_thread(_still_allowed, service, header, principal, public)
+            ended = _still_allowed(service, header, principal, public)
             if ended is not None:
                 yield {"event": "end", "data": json.dumps({"error": ended})}
                 return
