@@ -40,16 +40,22 @@ async def clients(cfg: dict[str, Any]) -> dict[str, Any]:
     r: dict[str, Any] = {"rows_ms": [], "direct_ms": [], "health_ms": [], "lag_ms": [], "requests": 0,
                          "received": [0] * cfg["pollers"], "direct_received": [0] * len(users),
                          "rows_errors": Counter(), "sse_errors": Counter(), "events": {}}
-    cpu0, wait0, end = own_cpu(), waited(os.getpid()), time.perf_counter() + seconds
     watched = sorted({j % len(users) for j in range(cfg["streams"])})
     logged_at: dict[int, list[float]] = {k: [math.nan] * len(deliveries(users[k]["folder"])) for k in watched}
 
     def client(u: dict[str, Any], **kw: Any) -> httpx.AsyncClient:
         return httpx.AsyncClient(base_url=cfg["url"], headers={"Authorization": f"Bearer {u['token']}"}, **kw)
 
+    # Every client is made before the clock starts: making one (its SSL context, even for
+    # http://) takes ~15 ms of this process's event loop, which the first requests of the others
+    # would otherwise count as the service's latency.
+    pollers = [client(users[i % len(users)], timeout=10) for i in range(cfg["pollers"])]
+    streamers = [client(users[j % len(users)], timeout=httpx.Timeout(10, read=60)) for j in range(cfg["streams"])]
+    cpu0, wait0, end = own_cpu(), waited(os.getpid()), time.perf_counter() + seconds
+
     async def poller(i: int, u: dict[str, Any]) -> None:
         cursor = start[u["name"]]
-        async with client(u, timeout=10) as http:
+        async with pollers[i] as http:
             await asyncio.sleep(random.uniform(0, think))
             while time.perf_counter() < end:
                 t0, full = time.perf_counter(), False
@@ -83,7 +89,7 @@ async def clients(cfg: dict[str, Any]) -> dict[str, Any]:
     async def stream(j: int, u: dict[str, Any]) -> None:
         events: list[tuple[int, int, float]] = r["events"].setdefault(j, [])
         last = start[u["name"]]
-        async with client(u, timeout=httpx.Timeout(10, read=60)) as http:
+        async with streamers[j] as http:
             while True:
                 try:
                     async with http.stream("GET", "/v1/queries/q1/stream", headers={"Last-Event-ID": str(last)}) as s:
