@@ -12,6 +12,7 @@ runtime): Spark's JVM ignores it and ends after this process
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import signal
@@ -128,6 +129,11 @@ def serve(options: ServeOptions) -> int:
                             access_log=False, ssl_certfile=options.tls_cert, ssl_keyfile=options.tls_key,
                             timeout_graceful_shutdown=5, lifespan="off")
     server = _Server(config, scheme)
+    # What start-up made (Spark's and the network's Python objects, the app) lives as long as the
+    # service: out of the cyclic collector's sight, a full collection no longer walks it while
+    # requests wait (65 ms per collection in a Spark-less service; more beside Spark).
+    gc.collect()
+    gc.freeze()
     # uvicorn handles SIGTERM/SIGINT while it runs, then raises the signal again under the
     # handlers it found: make those no-ops, so a stop is a clean exit 0, not a death by signal.
     previous = {sig: signal.signal(sig, _stopping) for sig in (signal.SIGTERM, signal.SIGINT)}
