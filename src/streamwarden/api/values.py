@@ -18,7 +18,7 @@ from typing import Sequence
 
 from streamwarden.catalog.punctuations import MAX_SN, checked_sp_record, sp_records_text
 from streamwarden.catalog.values import shown, typed_value
-from streamwarden.language.expressions import parse_timestamp
+from streamwarden.language.expressions import names_no_zone, parse_timestamp
 from streamwarden.language.insert_sp import InsertSp, parse_insert_sp
 from streamwarden.language.parser import parse_duration
 from streamwarden.plan.expr import format_timestamp
@@ -40,6 +40,6 @@ def sp_records(statements: Sequence[InsertSp], ts: datetime, provider: tuple[str
 
 
 __all__ = [
-    "MAX_SN", "InsertSp", "checked_sp_record", "format_timestamp", "parse_duration", "parse_sp_statements",
-    "parse_timestamp", "shown", "sp_records", "typed_value",
+    "MAX_SN", "InsertSp", "checked_sp_record", "format_timestamp", "names_no_zone", "parse_duration",
+    "parse_sp_statements", "parse_timestamp", "shown", "sp_records", "typed_value",
 ]

@@ -669,11 +669,7 @@ def _access_change(args: argparse.Namespace) -> int:
 def _naive_note(text: str) -> str:
     """`` (no zone given: taken as UTC)`` for a timestamp written without an offset, so that
     ``--ts "2026-03-01 10:00"`` never means another instant than its writer thought unnoticed."""
-    try:
-        written = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        return ""
-    return " (no zone given: taken as UTC)" if written.tzinfo is None else ""
+    return " (no zone given: taken as UTC)" if api.names_no_zone(text) else ""
 
 
 def _network_run(args: argparse.Namespace) -> int:

@@ -226,12 +226,30 @@ def parse_timestamp(text: str) -> datetime:
     Traceback (most recent call last):
     ValueError: 0001-01-01T00:30:00+01:00 is outside years 1..9999 in UTC
     """
-    if len(text) > 64:  # no ISO-8601 timestamp is longer; keeps error messages short
-        raise ValueError("too long for an ISO-8601 timestamp")
-    value = datetime.fromisoformat(text.strip().replace("z", "Z"))
+    value = _as_written(text)
     if value.tzinfo is None:
         value = value.replace(tzinfo=timezone.utc)
     try:
         return value.astimezone(timezone.utc)
     except OverflowError:
         raise ValueError(f"{text.strip()} is outside years 1..9999 in UTC") from None
+
+
+def names_no_zone(text: str) -> bool:
+    """Is ``text`` a timestamp :func:`parse_timestamp` reads without a zone (and so as UTC)?
+    False for one with a zone and for anything it refuses: what ``grant --ts`` says a note about.
+
+    >>> names_no_zone("2026-03-01 10:00"), names_no_zone("2026-03-01T10:00Z"), names_no_zone("10 o'clock")
+    (True, False, False)
+    """
+    try:
+        return _as_written(text).tzinfo is None
+    except ValueError:
+        return False
+
+
+def _as_written(text: str) -> datetime:
+    """``text`` as ISO-8601, its zone as written (none: naive)."""
+    if len(text) > 64:  # no ISO-8601 timestamp is longer; keeps error messages short
+        raise ValueError("too long for an ISO-8601 timestamp")
+    return datetime.fromisoformat(text.strip().replace("z", "Z"))
