@@ -36,15 +36,16 @@ def test_the_quick_declaration_is_one_measured_life_of_the_service_run_once():
     assert [p.name for p in S.experiment(events=123, quick=True).pipelines] == ["measured"], "events is ignored"
     assert [t.text for t in quick.targets] == [
         "issue 13: 50 concurrent clients reading rows and streams for 10 s: no errors",
-        "issue 13: p99 of `GET rows` ≤ 50 ms",
-        "issue 13: a row reaches an SSE client within 1 s of reaching its output"]
+        "issues 13 and 26: p99 of `GET rows` ≤ 50 ms",
+        "issue 13: a row reaches an SSE client within 1 s of reaching its output",
+        "issue 26: p99 from a provider's POST to the row at an SSE client ≤ 1 s"]
 
 
-def test_the_full_declaration_has_the_two_diagnostics():
+def test_the_full_declaration_has_the_three_diagnostics():
     full = S.experiment()
     assert [(p.name, p.group, p.variant) for p in full.pipelines] == [
         ("measured", "load", "measured run"), ("reniced", "diagnostic", "JVM at nice 19"),
-        ("idle", "diagnostic", "no records")]
+        ("idle", "diagnostic", "no records"), ("quicker", "diagnostic", "trigger 0.25 seconds")]
     assert full.targets[0].text.endswith("for 60 s: no errors")
     assert {p.name for p in full.plots} == {"get_rows", "sse"}
 
@@ -61,10 +62,12 @@ def test_every_column_and_plot_reads_a_number_a_client_run_gives():
 def test_targets_are_judged_on_a_full_run_only():
     targets = S.experiment().targets
     met = Measured({"measured": [_numbers()]})
-    assert [t.check(met).met for t in targets] == [True, True, True]
+    # the fake's rows of sensors 0 and 1 arrive 1.0 and 1.5 s after their POST: p99 1.50 s (rounded)
+    assert [t.check(met).met for t in targets] == [True, True, True, False]
+    assert targets[3].check(met).measured.startswith("p99 1.50 s over 3 rows (p50 1.25, max 1.50)")
     failed = Measured({"measured": [_numbers(errors=2, slow_ms=80.0)]})
     verdicts = [t.check(failed) for t in targets]
-    assert [v.met for v in verdicts] == [False, False, True]
+    assert [v.met for v in verdicts] == [False, False, True, False]
     assert "2 in 102 `GET rows` (ReadTimeout 2)" in verdicts[0].measured
     smoke = [t.check(Measured({"measured": [_numbers(seconds=10.0)]})) for t in targets]
     assert all(v.met is None and v.measured.endswith("(smoke run: not judged)") for v in smoke)
