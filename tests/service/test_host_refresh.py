@@ -78,25 +78,16 @@ class CountingQuery(FakeQuery):
         pass
 
 
-def test_a_live_network_asks_spark_about_a_few_queries_a_poll_and_sees_a_later_backlog() -> None:
-    from streamwarden.service.host import LIVE_SAMPLE
-
-    CountingQuery.asked = 0
-    queries = [CountingQuery({"batchId": 1}, False) for _ in range(10)]
+def test_a_live_network_asks_spark_nothing_until_another_query_starts() -> None:
+    queries = [CountingQuery({"batchId": 1}, False) for _ in range(3)]
     runtime = FakeRuntime()
     runtime.streams = queries  # type: ignore[attr-defined]
     host = NetworkHost(runtime)  # type: ignore[arg-type]
     host._observe()
-    assert host.state == "live" and CountingQuery.asked == 10
+    assert host.state == "live" and CountingQuery.asked == 3
     for _ in range(5):
         host._observe()
-    assert CountingQuery.asked == 10 + 5 * LIVE_SAMPLE  # a few a poll, not every query
-    burst = FakeQuery({"batchId": 2}, True)  # the last query's input holds data it has not read: a burst
-    runtime.streams = [*queries[:-1], burst]  # type: ignore[attr-defined]
-    host._live[id(burst)] = burst  # the same pipeline, as far as the host knows
-    for _ in range(-(-len(queries) // LIVE_SAMPLE)):  # every query asked within this many polls
-        host._observe()
-    assert host.state == "catching_up"
+    assert CountingQuery.asked == 3  # nothing asked while the same queries run
     runtime.streams = [*queries, CountingQuery(None, False)]  # type: ignore[attr-defined]  # a new pipeline
     host._observe()
     assert host.state == "catching_up"

@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger("streamwarden.service")
-#: Queries asked each poll, in turn, whether they fell behind while the network is live.
-LIVE_SAMPLE = 4
 
 
 class NetworkHost:
@@ -51,7 +49,6 @@ class NetworkHost:
         self.state = "catching_up"
         #: the queries running when it last became live (held, so no other object takes an id of theirs)
         self._live: dict[int, "StreamingQuery"] = {}
-        self._turn = 0  # the next live query to ask whether it fell behind
 
     @property
     def checkpoint_root(self) -> Path:
@@ -127,19 +124,12 @@ class NetworkHost:
             self._observe()
 
     def _observe(self) -> None:
-        """Move :attr:`state`: once every query has read what its input held, the network is live;
-        it catches up again when another query starts (a registration, a restart of a pipeline)
-        or when one of them falls behind its input (a provider's burst). While live, Spark is
-        asked about :data:`LIVE_SAMPLE` queries a poll, in turn: a thousand live pipelines cost a
-        few calls into the JVM a second, not a thousand, and a later backlog is seen within
-        ``queries / LIVE_SAMPLE`` polls."""
+        """Move :attr:`state`: once every query has read what its input held, the network is live
+        until another query starts (a registration, a restart of a pipeline). Spark is asked only
+        while it catches up: a thousand live pipelines cost no calls into the JVM each second."""
         streams = self.runtime.streams  # the same Python objects while their pipelines run
         if self.state == "live" and all(self._live.get(id(s)) is s for s in streams):
-            turn = self._turn % len(streams) if streams else 0
-            sample = (streams[turn:] + streams[:turn])[:LIVE_SAMPLE]
-            self._turn = turn + len(sample)
-            if not any(_behind(stream) for stream in sample):
-                return
+            return
         if any(_behind(stream) for stream in streams):
             self.state = "catching_up"
         else:
