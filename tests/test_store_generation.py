@@ -59,3 +59,65 @@ def test_a_store_made_before_the_generation_gets_it_when_opened(tmp_path):
     before = generation(store.engine)
     create_token(store_url, "bob")  # the token table, opened afresh, has its trigger back too
     assert generation(store.engine) > before
+
+
+def test_a_store_with_its_counter_and_triggers_opens_without_a_write(tmp_path):
+    """A read-only store (or a writer holding the lock) must still open: what exists is looked at only."""
+    from sqlalchemy import event
+
+    from streamwarden.catalog.store import _metadata, create_tables
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    _save(url, CATALOG)
+    engine = create_engine(url)
+    event.listen(engine, "connect", lambda connection, _: connection.execute("PRAGMA query_only = 1"))
+    create_tables(engine, _metadata)  # raises "attempt to write a readonly database" if it wrote
+    assert generation(engine) is not None
+    engine.dispose()
+
+
+def test_the_counter_is_read_outside_the_pool(store_url):
+    """Requests that hold every pooled connection (a burst of slow routes) do not make the counter's
+    read wait for one: it has a connection of its own."""
+    import threading
+
+    from streamwarden.catalog.generation import GenerationCache
+
+    store = CatalogStore(store_url)
+    engine = store.engine
+    cache: GenerationCache[str, int] = GenerationCache(engine)
+    assert cache.peek("k") is None  # its first read takes its connection (a service's first request)
+    held = []
+    try:
+        for _ in range(engine.pool.size() + engine.pool._max_overflow):  # type: ignore[attr-defined]
+            held.append(engine.raw_connection())
+        answers = []
+        reader = threading.Thread(target=lambda: answers.append((cache.get("k", lambda: 1), cache.peek("k"))))
+        reader.start()
+        reader.join(timeout=10)
+        assert answers == [(1, 1)], "the read waited for the pool"
+    finally:
+        for connection in held:
+            connection.close()
+        engine.dispose()
+
+
+def test_a_counter_that_goes_back_drops_what_was_kept(tmp_path):
+    """A store restored from a backup, or made again, under a running service: its counter is lower
+    than the one the answers were kept under, and may climb back to it; nothing kept survives."""
+    from streamwarden.catalog.generation import GenerationCache
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    _save(url, CATALOG)
+    engine = CatalogStore(url).engine
+    cache: GenerationCache[str, str] = GenerationCache(engine)
+    assert cache.get("token", lambda: "ann") == "ann"
+    kept_at = generation(engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE store_generation SET n = n - 1")  # restored: an older counter
+    assert cache.peek("token") is None
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE store_generation SET n = n + 1")  # and back to where it was
+    assert generation(engine) == kept_at
+    assert cache.get("token", lambda: "recomputed") == "recomputed"
+    engine.dispose()
