@@ -7,7 +7,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from streamwarden.runtime.deliveries import LOG, TAIL_BYTES, deliver_once, deliveries, flush, read_rows
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streamwarden.runtime.deliveries import (LOG, QUICK_BATCHES, QUICK_LOG_BYTES, TAIL_BYTES, deliver_once, deliveries,
+                                             flush, read_rows, read_rows_quickly)
 
 
 def test_a_replayed_batch_is_logged_once_however_long_the_log(tmp_path: Path) -> None:
@@ -127,3 +132,53 @@ def test_the_parsed_logs_kept_are_bounded_in_entries_not_in_logs(tmp_path: Path)
     (tmp_path / "long").mkdir()
     (tmp_path / "long" / LOG).write_text("".join(_line(i) for i in range(12)))
     assert len(logs.entries(tmp_path / "long" / LOG)) == 12 and logs._held <= 10  # read, not kept
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(1, 6), min_size=0, max_size=30), after=st.integers(-3, 120),
+       limit=st.integers(1, 40))
+def test_a_page_is_found_by_bisection_as_a_walk_from_the_first_batch_finds_it(
+        tmp_path_factory: pytest.TempPathFactory, sizes: list[int], after: int, limit: int) -> None:
+    """read_rows finds the page's first batch by bisecting the cumulative row counts; the oracle
+    walks every row from the start. No batches, cursors past the end and negative ones included."""
+    folder = tmp_path_factory.mktemp("log")
+    every: list[str] = []
+    for n, rows in enumerate(sizes):
+        deliver_once(folder, f"live-{n}", rows, "batch=p-", _rows_of(folder, n, rows))
+        every += sorted(f'{{"b": {n:03d}, "i": {i}}}' for i in range(rows))
+    page = read_rows(folder, after=after, limit=limit)
+    start = min(max(after, 0), len(every))
+    assert page.lines == every[start:start + limit]
+    assert page.total == len(every)
+    assert page.next == (start + len(page.lines) if page.lines else max(min(after, len(every)), after))
+    quick = read_rows_quickly(folder, after=after, limit=limit)
+    spanned = len({line[:11] for line in page.lines})  # the batches the page's rows came from
+    if quick is not None:  # whenever it answers, it answers the same
+        assert (quick.lines, quick.next, quick.total) == (page.lines, page.next, page.total)
+    else:
+        assert spanned > QUICK_BATCHES
+
+
+def _rows_of(folder: Path, n: int, rows: int):  # type: ignore[no-untyped-def]
+    def place(name: str) -> None:
+        (folder / name).mkdir()
+        (folder / name / "part-00000.txt").write_text("".join(f'{{"b": {n:03d}, "i": {i}}}\n' for i in range(rows)))
+    return place
+
+
+def test_a_quick_read_needs_a_log_parsed_already_and_a_short_page(tmp_path: Path) -> None:
+    """What read_rows_quickly refuses (None: the caller reads where waiting is allowed): a log not
+    parsed yet, one grown by more than QUICK_LOG_BYTES since, and a page over more batches than
+    QUICK_BATCHES; a poller at the log's end is answered."""
+    for n in range(40):
+        deliver_once(tmp_path, f"live-{n}", 2, "batch=q-", _rows_of(tmp_path, n, 2))
+    assert read_rows_quickly(tmp_path, after=0) is None  # never parsed by this process
+    assert read_rows(tmp_path, after=0, limit=10).next == 10
+    assert read_rows_quickly(tmp_path, after=0, limit=1000) is None  # 40 batches in one page
+    assert read_rows_quickly(tmp_path, after=76, limit=1000).lines == read_rows(tmp_path, after=76).lines  # 2 batches
+    with (tmp_path / LOG).open("a") as log:  # more appended than a quick read parses
+        log.write("".join(f'{{"batch": "batch=z-{i}", "rows": 0, "key": "z-{i}"}}\n'
+                          for i in range(QUICK_LOG_BYTES // 40)))
+    assert read_rows_quickly(tmp_path, after=80) is None
+    assert read_rows(tmp_path, after=80).next == 80
+    assert read_rows_quickly(tmp_path, after=80) is not None

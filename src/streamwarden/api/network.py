@@ -266,6 +266,13 @@ def read_rows(output_dir: str | os.PathLike[str], user: str, query: str, *, afte
     return deliveries.read_rows(safe_path(output_dir, user, query), after=after, limit=limit)
 
 
+def read_rows_quickly(output_dir: str | os.PathLike[str], user: str, query: str, *, after: int = 0,
+                      limit: int = 1000) -> Page | None:
+    """:func:`read_rows` when it is quick (from the log as parsed already and a few batches), else
+    None: for an event loop, which then reads with :func:`read_rows` where waiting is allowed."""
+    return deliveries.read_rows_quickly(safe_path(output_dir, user, query), after=after, limit=limit)
+
+
 def delivered_rows(output_dir: str | os.PathLike[str], user: str, query: str) -> int:
     """How many rows of ``query`` the network has delivered to ``user`` so far."""
     return deliveries.delivered(safe_path(output_dir, user, query))
@@ -305,6 +312,6 @@ def read_status(output_dir: str | os.PathLike[str], user: str, query: str) -> di
 __all__ = [
     "MAX_CURSOR", "DeliverySummary", "NetworkExplanation", "NetworkInfo", "NetworkRuntime", "Page", "PipelineStatus",
     "delivered_rows", "delivery_summary", "deployed_policies", "explain_network", "forget_query", "network_info",
-    "pipeline_statuses", "read_rows", "read_status", "replay_network", "run_network", "runnable_problem",
-    "start_network",
+    "pipeline_statuses", "read_rows", "read_rows_quickly", "read_status", "replay_network", "run_network",
+    "runnable_problem", "start_network",
 ]

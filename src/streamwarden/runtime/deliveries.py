@@ -33,8 +33,10 @@ crash and a restart because nothing they count ever moves:
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import functools
+import itertools
 import json
 import os
 import threading
@@ -168,34 +170,77 @@ def deliveries(folder: str | os.PathLike[str]) -> list[Delivery]:
     entries are kept parsed (:class:`_ParsedLogs`), and a read parses only the lines appended
     since. Sound because a log is append-only: the writer only ever cuts a torn last line,
     which was never parsed (only whole lines are)."""
-    return _parsed_logs.entries(Path(folder) / LOG)
+    parsed = _parsed_logs.log(Path(folder) / LOG)
+    return list(parsed.entries) if parsed is not None else []  # (None only for a quick read)
 
 
 def delivered(folder: str | os.PathLike[str]) -> int:
     """How many rows the user has received of the query so far."""
-    return sum(d.rows for d in deliveries(folder))
+    parsed = _parsed_logs.log(Path(folder) / LOG)
+    return parsed.ends[-1] if parsed is not None and parsed.ends else 0
 
 
 def read_rows(folder: str | os.PathLike[str], *, after: int = 0, limit: int = 1000) -> Page:
     """Up to ``limit`` rows after cursor ``after``, in delivery order. A batch logged but not
-    readable at the moment (Spark is replaying it) ends the page early: the next read resumes there."""
+    readable at the moment (Spark is replaying it) ends the page early: the next read resumes there.
+    The page's first batch is found by bisection: a read costs its page, not the log's length."""
     folder = Path(folder)
-    entries = deliveries(folder)
-    total = sum(e.rows for e in entries)
-    rows: list[str] = []
-    position = 0
+    page = _page(folder, _parsed_logs.log(folder / LOG), after, limit, batches=None)
+    assert page is not None  # no bound on the batches read
+    return page
+
+
+def read_rows_quickly(folder: str | os.PathLike[str], *, after: int = 0, limit: int = 1000) -> Page | None:
+    """:func:`read_rows` when it is quick, else None (ask :func:`read_rows` where waiting is
+    allowed): the log is parsed already but for at most :data:`QUICK_LOG_BYTES` appended since,
+    and the page spans at most :data:`QUICK_BATCHES` batches. A poller following a query's end
+    reads this way, from memory and a file or two; a first read after a start, or a page deep
+    in the history, does not.
+
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> def place(name): (folder / name).mkdir(); _ = (folder / name / "part-0.txt").write_text('{"x":1}\\n')
+        >>> _ = deliver_once(folder, "live-1", 1, "batch=a-", place)
+        >>> read_rows_quickly(folder, after=0) is None, read_rows(folder).next, read_rows_quickly(folder).next
+        (True, 1, 1)
+    """
+    folder = Path(folder)
+    parsed = _parsed_logs.log(folder / LOG, known_only=True)
+    if parsed is None:
+        return None
+    return _page(folder, parsed, after, limit, batches=QUICK_BATCHES)
+
+
+#: What :func:`read_rows_quickly` reads at most: log bytes appended since the last parse (about
+#: 400 entries), and batches in one page.
+QUICK_LOG_BYTES = 64 * 1024
+QUICK_BATCHES = 8
+
+
+def _page(folder: Path, parsed: "_Parsed | None", after: int, limit: int, *, batches: int | None) -> Page | None:
+    """The page after ``after`` from a parsed log (None: no log yet); None when it would read
+    more than ``batches`` batches."""
+    if parsed is None:
+        return Page([], after, 0)
+    entries, ends = parsed.entries, parsed.ends
+    total = ends[-1] if ends else 0
     cursor = min(after, total)
-    for entry in entries:
-        end = position + entry.rows
-        if end > cursor and len(rows) < limit:
-            lines = _batch_lines(folder / entry.batch)
-            if lines is None or len(lines) != entry.rows:
-                break  # being rewritten: stop before it
-            start = max(cursor, position) - position
-            taken = lines[start:start + limit - len(rows)]
-            rows.extend(taken)
-            cursor = position + start + len(taken)
-        position = end
+    first = bisect.bisect_right(ends, cursor)  # the first batch that ends after the cursor
+    position = ends[first - 1] if first else 0  # the cursor before it
+    if batches is not None:  # the batches this page spans, up to one more than allowed
+        spanned = bisect.bisect_left(ends, cursor + limit, first, min(len(ends), first + batches + 1)) - first + 1
+        if spanned > batches and first + batches < len(ends):
+            return None
+    rows: list[str] = []
+    for entry in itertools.islice(entries, first, None):
+        lines = _batch_lines(folder / entry.batch)
+        if lines is None or len(lines) != entry.rows:
+            break  # being rewritten: stop before it
+        start = max(cursor, position) - position
+        taken = lines[start:start + limit - len(rows)]
+        rows.extend(taken)
+        cursor = position + start + len(taken)
+        position += entry.rows
         if len(rows) >= limit:
             break
     return Page(rows, max(cursor, after) if not rows else cursor, total)
@@ -247,6 +292,7 @@ class _Parsed:
     offset: int
     entries: tuple[Delivery, ...]
     last_line: bytes
+    ends: tuple[int, ...] = ()  # the cursor after each entry: rows delivered up to and with it
 
 
 class _ParsedLogs:
@@ -261,39 +307,59 @@ class _ParsedLogs:
         self._lock = threading.Lock()
 
     def entries(self, log: Path) -> list[Delivery]:
+        parsed = self.log(log)
+        return list(parsed.entries) if parsed is not None else []
+
+    def log(self, log: Path, *, known_only: bool = False) -> _Parsed | None:
+        """The log parsed (none yet: no entries); with ``known_only``, None when it is not kept
+        parsed already or more than :data:`QUICK_LOG_BYTES` were appended since."""
         try:
             handle = open(log, "rb")
         except FileNotFoundError:
-            return []
+            return _NO_LOG
         with handle:
             info = os.fstat(handle.fileno())
             with self._lock:
                 known = self._logs.get(log)
             offset, last = 0, b""
             entries: tuple[Delivery, ...] = ()
+            ends: tuple[int, ...] = ()
+            same = False
             if known is not None and (known.device, known.inode) == (info.st_dev, info.st_ino) \
                     and info.st_size >= known.offset:
                 handle.seek(known.offset - len(known.last_line))
-                if handle.read(len(known.last_line)) == known.last_line:  # the same file, grown: go on from there
-                    offset, entries, last = known.offset, known.entries, known.last_line
+                same = handle.read(len(known.last_line)) == known.last_line
+                if same:  # the same file, grown: go on from there
+                    offset, entries, last, ends = known.offset, known.entries, known.last_line, known.ends
+            if known_only and (not same or info.st_size - offset > QUICK_LOG_BYTES):
+                return None
+            if known is not None and same and offset == info.st_size:  # nothing appended: as kept
+                with self._lock:
+                    if self._logs.get(log) is known:
+                        self._logs.move_to_end(log)
+                return known
             handle.seek(offset)
             data = handle.read()
         whole = data.rfind(b"\n") + 1  # the part after the last LF is unfinished: read again next time
         if whole:
             lines = data[:whole].split(b"\n")[:-1]
-            entries, last = entries + tuple(_parsed(lines)), lines[-1] + b"\n"
+            more = _parsed(lines)
+            ends = ends + tuple(itertools.accumulate((e.rows for e in more), initial=ends[-1] if ends else 0))[1:]
+            entries, last = entries + tuple(more), lines[-1] + b"\n"
+        parsed = _Parsed(info.st_dev, info.st_ino, offset + whole, entries, last, ends)
         with self._lock:
             replaced = self._logs.pop(log, None)
             self._held -= len(replaced.entries) if replaced is not None else 0
             if len(entries) <= self.limit:
-                self._logs[log] = _Parsed(info.st_dev, info.st_ino, offset + whole, entries, last)
+                self._logs[log] = parsed
                 self._held += len(entries)
             while self._held > self.limit:
                 self._held -= len(self._logs.popitem(last=False)[1].entries)
-        return list(entries)
+        return parsed
 
 
 _parsed_logs = _ParsedLogs()
+_NO_LOG = _Parsed(0, 0, 0, (), b"")
 
 
 def _read_log(log: Path, *, tail: int | None = None) -> tuple[list[Delivery], bool]:
@@ -327,4 +393,5 @@ def _parsed(lines: list[bytes]) -> list[Delivery]:
     return entries
 
 
-__all__ = ["LOG", "MAX_CURSOR", "Delivery", "Page", "deliver_once", "deliveries", "delivered", "flush", "read_rows"]
+__all__ = ["LOG", "MAX_CURSOR", "QUICK_BATCHES", "QUICK_LOG_BYTES", "Delivery", "Page", "deliver_once", "deliveries",
+           "delivered", "flush", "read_rows", "read_rows_quickly"]
