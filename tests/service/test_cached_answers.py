@@ -120,3 +120,27 @@ def test_an_answer_computed_while_the_store_changed_is_not_kept(service, store_u
     assert generation(service.store.engine) > before
     assert cache.get("k", lambda: 2) == 2  # recomputed: the first answer was kept under the older generation
     assert cache.get("k", lambda: 3) == 2  # and this one is kept
+
+
+def test_only_a_kept_store_token_is_answered_on_the_loop(service, tokens):
+    """Authenticator.kept answers from memory only: a token not kept yet, an expired one and a JWT
+    (whose issuer's keys may have to be fetched) are left to principal(), off the event loop."""
+    auth = service.auth
+    header = f"Bearer {tokens['ann']}"
+    assert auth.kept(header) is None  # not asked yet
+    assert auth.principal(header).name == "ann"
+    assert auth.kept(header).name == "ann"
+    assert auth.kept("Bearer eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbm4ifQ.c2ln") is None
+    assert auth.kept(None) is None and auth.kept("Basic abc") is None
+
+
+def test_a_shared_query_is_kept_once_for_all_its_users(client, tokens, service):
+    """The query lookups are kept by registration, not by caller: a query shared with 10,000 users
+    is one object, however many of them poll it."""
+    users = ["ann", "bob", "eve"]
+    shared = client.post("/v1/queries", json={"id": "wide", "query": Q, "users": users}, headers=tokens.header("root"))
+    assert shared.status_code == 201, shared.text
+    found = [service.book.find(service.auth.principal(f"Bearer {tokens[u]}"), "wide") for u in users]
+    assert len({id(entry.registered) for entry in found}) == 1
+    kept = [service.book.find_kept(service.auth.principal(f"Bearer {tokens[u]}"), "wide") for u in users]
+    assert all(entry is not None and entry.registered is found[0].registered for entry in kept)

@@ -34,7 +34,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from streamwarden.api import (MAX_CURSOR, STREAM, AccessChange, AuthorizationServer, Catalog, CatalogStore, Principal,
                               RegisteredQuery, UnknownName, access_periods, audit_records, capped_names, clean_text,
                               delivered_rows, delivery_summary, diff_catalogs, format_timestamp, load_catalog_text,
-                              openings, parse_own_id, parse_timestamp, read_rows, read_status)
+                              Page, openings, parse_own_id, parse_timestamp, read_rows, read_rows_quickly,
+                              read_status)
 from streamwarden.errors import SourceError, StreamwardenError
 from streamwarden.names import name_problem
 from streamwarden.service.auth import Authenticator
@@ -155,6 +156,24 @@ def create_app(service: Service) -> FastAPI:
         request.state.principal = principal.label
         return principal
 
+    async def user_caller_now(request: Request, action: str, target: str = "-") -> Principal:
+        """:func:`user_caller` for a route on the event loop: a store token's kept answer at once;
+        anything else (not kept, expired, a JWT, no token) is asked in a worker thread, where the
+        store or the issuer's keys may keep it waiting without stopping the loop."""
+        kept = service.auth.kept(request.headers.get("authorization"))
+        if kept is None or kept.kind != "user":
+            return await asyncio.to_thread(user_caller, request, action, target)
+        request.state.action = action
+        request.state.object = target
+        request.state.principal = kept.label
+        return kept
+
+    async def find_now(principal: Principal, query_id: str) -> Entry:
+        """:meth:`QueryBook.find` for a route on the event loop: what is kept at once, else the store
+        asked in a worker thread (which answers 404 for a query the caller does not have)."""
+        kept = service.book.find_kept(principal, query_id)
+        return kept if kept is not None else await asyncio.to_thread(service.book.find, principal, query_id)
+
     def user_caller(request: Request, action: str, target: str = "-") -> Principal:
         principal = caller(request, action, target)
         if principal.kind != "user":
@@ -265,15 +284,16 @@ def create_app(service: Service) -> FastAPI:
     async def rows(query_id: str, request: Request, after: str | None = Query(None, max_length=32),
                    limit: int = Query(1000, ge=1, le=MAX_ROWS)) -> Response:
         """Your rows after ``after`` (a cursor from ``next``), in delivery order."""
-        # On the event loop, not the thread pool: what it asks the store is answered from memory
-        # after one primary-key read of the store's generation (microseconds on SQLite, a round
-        # trip on PostgreSQL) and its files are the page cache's; a hop to a worker thread and
-        # back cost more than all of it, and forty pollers' threads contending for the GIL made
-        # every request as slow as the burst it came in (bench/results/service_load.md).
-        principal = user_caller(request, "query.rows", f"query:{_short(query_id)}")
-        entry = service.book.find(principal, query_id)
+        # On the event loop, not the thread pool: the token and the query are answered from what
+        # is kept (one read of the store's generation), the rows from the log as parsed already
+        # and a batch file or two. Forty pollers' requests each in a worker thread, contending
+        # for the GIL, made every request as slow as the burst it came in
+        # (bench/results/service_load.md); anything that may wait (the store on a miss, a JWT's
+        # keys, a log to parse afresh, a page deep in the history) still waits off the loop.
+        principal = await user_caller_now(request, "query.rows", f"query:{_short(query_id)}")
+        entry = await find_now(principal, query_id)
         request.state.object = f"query:{entry.ref}"
-        page = read_rows(service.output, principal.name, entry.internal, after=_cursor(after), limit=limit)
+        page = await _rows_page(service, principal.name, entry.internal, after=_cursor(after), limit=limit)
         if page.lines:  # the audit names the policies that authorized what was read
             request.state.policies = service.policies(entry.internal, principal.name)
         # the rows as the network wrote them (Spark's to_json): passed on, not parsed and encoded again
@@ -284,8 +304,8 @@ def create_app(service: Service) -> FastAPI:
     @app.get("/v1/queries/{query_id}/stream")
     async def stream(query_id: str, request: Request, after: str | None = Query(None, max_length=32)) -> Response:
         """Your rows as Server-Sent Events (``id``: the row's cursor), resumable with ``Last-Event-ID``."""
-        principal = user_caller(request, "query.stream", f"query:{_short(query_id)}")  # on the loop, as GET rows
-        entry = service.book.find(principal, query_id)
+        principal = await user_caller_now(request, "query.stream", f"query:{_short(query_id)}")  # as GET rows
+        entry = await find_now(principal, query_id)
         request.state.object = f"query:{entry.ref}"
         start = _cursor(request.headers.get("last-event-id") or after)
         header = request.headers.get("authorization")
@@ -562,11 +582,10 @@ async def _events(service: Service, query: str, cursor: int, request: Request, h
     token, an expired one or a removed query ends the stream at once, backlog or not."""
     checked = time.monotonic()
     while True:
-        # on the loop, as GET rows: a page of the page cache's files, checks answered from memory
-        page = read_rows(service.output, principal.name, query, after=cursor, limit=500)
+        page = await _rows_page(service, principal.name, query, after=cursor, limit=500)
         if page.lines or time.monotonic() - checked > REAUTH_SECONDS:
             checked = time.monotonic()
-            ended = _still_allowed(service, header, principal, public)
+            ended = await _still_allowed(service, header, principal, public)
             if ended is not None:
                 yield {"event": "end", "data": json.dumps({"error": ended})}
                 return
@@ -582,16 +601,27 @@ async def _events(service: Service, query: str, cursor: int, request: Request, h
         await asyncio.sleep(STREAM_POLL)
 
 
-def _still_allowed(service: Service, header: str | None, principal: Principal, public: str) -> str | None:
-    """Why an SSE stream must end now (None: it may go on)."""
-    again = service.auth.principal(header)
-    if again is None or again.name != principal.name:
+async def _still_allowed(service: Service, header: str | None, principal: Principal, public: str) -> str | None:
+    """Why an SSE stream must end now (None: it may go on): what is kept answers at once, the
+    store is asked off the loop."""
+    again = service.auth.kept(header) or await asyncio.to_thread(service.auth.principal, header)
+    if again is None or again.kind != "user" or again.name != principal.name:
         return "your token is no longer valid"
-    try:
-        service.book.find(again, public)
-    except ApiError:
-        return f"you have no query {public!r} any more"
+    if service.book.find_kept(again, public) is None:
+        try:
+            await asyncio.to_thread(service.book.find, again, public)
+        except ApiError:
+            return f"you have no query {public!r} any more"
     return None
+
+
+async def _rows_page(service: Service, user: str, query: str, *, after: int, limit: int) -> Page:
+    """A page of ``user``'s rows: on the loop when it is quick (a poller following the query's end),
+    else in a worker thread (the log parsed afresh, a page over many batches)."""
+    page = read_rows_quickly(service.output, user, query, after=after, limit=limit)
+    if page is None:
+        page = await asyncio.to_thread(read_rows, service.output, user, query, after=after, limit=limit)
+    return page
 
 
 def _outcome(catalog: Any, body: QueryIn, user: str) -> dict[str, Any]:

@@ -100,12 +100,21 @@ class Authenticator:
         token = bearer(header)
         if token is None:
             return None
-        found = self._stored.get(hashlib.sha256(token.encode()).hexdigest(), lambda: check_token(self.store, token))
+        found = self._stored.get(_key(token), lambda: check_token(self.store, token))
         if found is not None:
             return found.principal if found.valid_at(self.clock()) else None
         if self._keys is None or token.count(".") != 2:
             return None
         return self._from_jwt(token)
+
+    def kept(self, header: str | None) -> Principal | None:
+        """The principal a store token proves, from what is kept only (one read of the store's
+        generation, on a connection of its own), for a route on an event loop; None when only
+        :meth:`principal` can say (not kept, expired, a JWT, no token), which it must then ask
+        off the loop: it may wait for the store or fetch the issuer's keys."""
+        token = bearer(header)
+        found = self._stored.peek(_key(token)) if token is not None else None
+        return found.principal if found is not None and found.valid_at(self.clock()) else None
 
     def _from_jwt(self, token: str) -> Principal | None:
         assert self.issuer is not None and self._keys is not None
@@ -123,6 +132,11 @@ class Authenticator:
         roles = claims.get("roles", [])
         admin = isinstance(roles, list) and ADMIN_ROLE in roles
         return Principal("user", user, admin, token_id="jwt")
+
+
+def _key(token: str) -> str:
+    """What a token's answer is kept under: its SHA-256, so that no secret outlives its request."""
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def bearer(header: str | None) -> str | None:

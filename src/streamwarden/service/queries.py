@@ -73,14 +73,27 @@ class Entry:
         return summary
 
 
+@dataclass(frozen=True)
+class _Looked:
+    """A registration looked up by id, as kept: the registration, or None for none (an absence
+    is kept too, so that a shared query's id, which is never an own query's, is answered at once)."""
+
+    registration: RegisteredQuery | None
+
+
+class _NotKept(Exception):
+    """:meth:`QueryBook.find_kept` needs the store."""
+
+
 class QueryBook:
     """The store's registered queries as the service's callers see them."""
 
     def __init__(self, server: AuthorizationServer, output: Path):
         self.server = server
         self.output = output
-        # what find() answered, while the store's generation stays (every GET of rows asks)
-        self._found: GenerationCache[tuple[str, bool, str, str | None], Entry] = GenerationCache(server.store.engine)
+        # each registration looked up by id (or its absence), while the store's generation stays:
+        # every GET of rows asks; one object per query, however many users address it
+        self._looked: GenerationCache[str, _Looked] = GenerationCache(server.store.engine)
 
     # -- finding -----------------------------------------------------------------------------
     def visible(self, caller: Principal) -> list[Entry]:
@@ -107,19 +120,41 @@ class QueryBook:
         if name_problem("query id", public) is None and (owner is None or name_problem("user", owner) is None):
             if owner is not None and owner != caller.name and not caller.admin:
                 raise not_found(f"you have no query {public[:64]!r}")
-            found = self._found.get((caller.name, caller.admin, public, owner),
-                                    lambda: self._lookup(caller, public, owner))
+            found = self._resolve(caller, public, owner, self._look)
             if found is not None:
                 return found
         raise not_found(f"you have no query {public[:64]!r}" + (f" of {owner}" if owner and caller.admin else ""))
 
-    def _lookup(self, caller: Principal, public: str, owner: str | None) -> Entry | None:
-        """:meth:`find` in the store: the two rows it could be, not every query."""
+    def find_kept(self, caller: Principal, public: str) -> Entry | None:
+        """:meth:`find` (without ``owner``) answered from what is kept only, without waiting for the
+        store, for a route on an event loop: the entry, or None when only :meth:`find` can say
+        (not kept, or no such query: :meth:`find` answers 404)."""
+        if name_problem("query id", public) is not None:
+            return None
+        try:
+            return self._resolve(caller, public, None, self._peek)
+        except _NotKept:
+            return None
+
+    def _resolve(self, caller: Principal, public: str, owner: str | None,
+                 look: Callable[[str], "_Looked"]) -> Entry | None:
+        """The two registrations it could be, not every query: an own query before a shared one."""
         wanted = owner if owner is not None else caller.name
-        found = self._own_entry(wanted, public)  # an own query before a shared one
+        found = self._own_entry(wanted, public, look)
         if found is None and (owner is None or owner == caller.name):
-            found = self._shared_entry(caller, public)
+            found = self._shared_entry(caller, public, look)
         return found
+
+    def _look(self, query: str) -> "_Looked":
+        looked = self._looked.get(query, lambda: _Looked(self.server.registration(query)))
+        assert looked is not None  # compute never answers None
+        return looked
+
+    def _peek(self, query: str) -> "_Looked":
+        looked = self._looked.peek(query)
+        if looked is None:
+            raise _NotKept(query)
+        return looked
 
     def for_user(self, public: str, user: str) -> Entry:
         """The query ``user`` calls ``public`` (her own first, else one shared with her): what an
@@ -159,16 +194,17 @@ class QueryBook:
             self.server.register([entry.registered])
             self.server.open_own(entry.internal, entry.owner)
 
-    def _own_entry(self, user: str, public: str) -> Entry | None:
+    def _own_entry(self, user: str, public: str, look: Callable[[str], "_Looked"] | None = None) -> Entry | None:
         """``user``'s own query ``public``, as :meth:`visible` lists it (None: she has none)."""
-        found = self.server.registration(own_id(user, public))
+        found = (look or self._look)(own_id(user, public)).registration
         if found is None or found.owner != user or parse_own_id(found.id) != (user, public):
             return None
         return Entry(public, found.id, user, found)
 
-    def _shared_entry(self, caller: Principal, public: str) -> Entry | None:
+    def _shared_entry(self, caller: Principal, public: str,
+                      look: Callable[[str], "_Looked"] | None = None) -> Entry | None:
         """The shared query ``public``, if :meth:`visible` lists it for ``caller``."""
-        found = self.server.registration(public)
+        found = (look or self._look)(public).registration
         if found is None or found.owner is not None or not (caller.admin or caller.name in found.users):
             return None
         return Entry(public, public, None, found)
