@@ -529,9 +529,9 @@ def _post_to_event_note(m: Measured, load: Load) -> str:
             f"batch folder → event part is {_f(v('measured', 'sse_p50'), 2)} s; the rest is the wait for the "
             f"network's next trigger (at most {load.trigger}) and the micro-batch itself (the last ones "
             f"{v('measured', 'last_batch_ms'):,.0f} ms, median). Each POST's {load.records_per_post} records reach "
-            f"all {load.streams} streams, so one micro-batch is {share:.1f} % of the rows: a single slow one "
-            f"(Spark's own pauses, its checkpoint's upkeep) moves the p99 to the maximum "
-            f"({_f(v('measured', 'e2e_max'), 2)} s here). With the trigger at {load.quicker_trigger} (a diagnostic, "
+            f"all {load.streams} streams, so {share:.1f} % of the rows ride on any one micro-batch: a single slow "
+            f"one decides a run's p99 (here p99 {_f(v('measured', 'e2e_p99'), 2)} s, max "
+            f"{_f(v('measured', 'e2e_max'), 2)}). With the trigger at {load.quicker_trigger} (a diagnostic, "
             f"{load.diagnostic_s:g} s): p50 {_f(v('quicker', 'e2e_p50'), 2)} s, p99 {_f(v('quicker', 'e2e_p99'), 2)}, "
             f"max {_f(v('quicker', 'e2e_max'), 2)}, with `GET rows` p99 {_f(v('quicker', 'rows_p99'))} ms and the "
             f"JVM at {v('quicker', 'jvm_cores'):.2f} cores (measured run: {v('measured', 'jvm_cores'):.2f}).")
