@@ -144,3 +144,25 @@ def test_a_shared_query_is_kept_once_for_all_its_users(client, tokens, service):
     assert len({id(entry.registered) for entry in found}) == 1
     kept = [service.book.find_kept(service.auth.principal(f"Bearer {tokens[u]}"), "wide") for u in users]
     assert all(entry is not None and entry.registered is found[0].registered for entry in kept)
+
+
+def test_a_delivery_in_this_process_wakes_the_streams_of_that_user_and_query_only(service):
+    """SSE streams wait for their user's deliveries (service/wakeups.py), not for their next look;
+    the service listens only while a stream waits."""
+    import asyncio
+
+    from streamwarden.runtime import deliveries
+
+    async def run() -> None:
+        before = len(deliveries._listeners)
+        hers = service.wakeups.watch("ann", own_id("ann", "q1"))
+        his = service.wakeups.watch("bob", own_id("ann", "q1"))
+        assert len(deliveries._listeners) == before + 1
+        await asyncio.to_thread(deliver, service, "ann", own_id("ann", "q1"), 1, ['{"sensor":1}'])
+        await asyncio.wait_for(hers.wait(), timeout=10)  # woken, with no look due
+        assert not his.is_set()
+        service.wakeups.unwatch("ann", own_id("ann", "q1"), hers)
+        service.wakeups.unwatch("bob", own_id("ann", "q1"), his)
+        assert service.wakeups.watching() == 0 and len(deliveries._listeners) == before
+
+    asyncio.run(run())

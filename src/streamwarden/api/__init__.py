@@ -53,8 +53,8 @@ if TYPE_CHECKING:  # what type checkers see; at run time each module loads on fi
                                            revoke_token, revoke_tokens, subject_label, token_id, verify_audit, writable)
     from streamwarden.api.network import (MAX_CURSOR, DeliverySummary, NetworkExplanation, NetworkInfo, NetworkRuntime,
                                           Page, PipelineStatus, delivered_rows, delivery_summary, deployed_policies,
-                                          explain_network, forget_query, network_info, pipeline_statuses, read_rows,
-                                          read_rows_quickly, read_status, replay_network, run_network,
+                                          explain_network, forget_query, network_info, on_delivery, pipeline_statuses,
+                                          read_rows, read_rows_quickly, read_status, replay_network, run_network,
                                           runnable_problem, start_network)
     from streamwarden.api.queries import (LevelProcessor, LevelQuery, ReplayReport, Rewriting, authorize,
                                           authorize_registered, explain_json, explain_text, replay, replay_to_file, run,
@@ -101,8 +101,8 @@ __all__ = [
     # network
     "MAX_CURSOR", "DeliverySummary", "NetworkExplanation", "NetworkInfo", "NetworkRuntime", "Page", "PipelineStatus",
     "delivered_rows", "delivery_summary", "deployed_policies", "explain_network", "forget_query", "network_info",
-    "pipeline_statuses", "read_rows", "read_rows_quickly", "read_status", "replay_network", "run_network",
-    "runnable_problem", "start_network",
+    "on_delivery", "pipeline_statuses", "read_rows", "read_rows_quickly", "read_status", "replay_network",
+    "run_network", "runnable_problem", "start_network",
     # queries
     "LevelProcessor", "LevelQuery", "ReplayReport", "Rewriting", "authorize", "authorize_registered", "explain_json",
     "explain_text", "replay", "replay_to_file", "run", "run_levels",

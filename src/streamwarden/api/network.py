@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from streamwarden.api.store import check_store_outside
 from streamwarden.catalog.authorization import AuthorizationServer
@@ -273,6 +273,19 @@ def read_rows_quickly(output_dir: str | os.PathLike[str], user: str, query: str,
     return deliveries.read_rows_quickly(safe_path(output_dir, user, query), after=after, limit=limit)
 
 
+def on_delivery(output_dir: str | os.PathLike[str], listener: Callable[[str, str], None]) -> Callable[[], None]:
+    """Call ``listener(user, query)`` after each batch a network in this process delivers to a user
+    under ``output_dir`` (from Spark's callback thread: quick, and never raising). Returns the call
+    that stops it. A network in another process announces nothing: readers still look."""
+    root = Path(os.path.realpath(output_dir))
+
+    def announce(folder: Path) -> None:
+        if folder.parent.parent == root:
+            listener(folder.parent.name, folder.name)
+
+    return deliveries.on_delivery(announce)
+
+
 def delivered_rows(output_dir: str | os.PathLike[str], user: str, query: str) -> int:
     """How many rows of ``query`` the network has delivered to ``user`` so far."""
     return deliveries.delivered(safe_path(output_dir, user, query))
@@ -312,6 +325,6 @@ def read_status(output_dir: str | os.PathLike[str], user: str, query: str) -> di
 __all__ = [
     "MAX_CURSOR", "DeliverySummary", "NetworkExplanation", "NetworkInfo", "NetworkRuntime", "Page", "PipelineStatus",
     "delivered_rows", "delivery_summary", "deployed_policies", "explain_network", "forget_query", "network_info",
-    "pipeline_statuses", "read_rows", "read_rows_quickly", "read_status", "replay_network", "run_network",
-    "runnable_problem", "start_network",
+    "on_delivery", "pipeline_statuses", "read_rows", "read_rows_quickly", "read_status", "replay_network",
+    "run_network", "runnable_problem", "start_network",
 ]

@@ -107,7 +107,32 @@ def deliver_once(folder: str | os.PathLike[str], key: str, rows: int, prefix: st
     name = f"{prefix}{before:015d}"
     place(name)
     _append(log, Delivery(name, rows, before + rows, key), intact, sync=sync)
+    for listener in tuple(_listeners):
+        try:
+            listener(Path(folder))
+        except Exception:  # a listener's failure never fails a delivery
+            pass
     return True
+
+
+_listeners: list[Callable[[Path], None]] = []
+
+
+def on_delivery(listener: Callable[[Path], None]) -> Callable[[], None]:
+    """Call ``listener(folder)`` after each batch this process delivers into ``folder`` (logged,
+    readable; a service's streams wake at once instead of at their next look). Returns the call
+    that stops it. ``listener`` runs on the delivering thread (Spark's callback): it must be quick
+    and never raise (what it raises is ignored).
+
+        >>> import tempfile
+        >>> folder, seen = Path(tempfile.mkdtemp()), []
+        >>> stop = on_delivery(seen.append)
+        >>> deliver_once(folder, "live-1", 1, "batch=a-", lambda name: (folder / name).mkdir()), seen == [folder]
+        (True, True)
+        >>> stop()
+    """
+    _listeners.append(listener)
+    return lambda: _listeners.remove(listener) if listener in _listeners else None
 
 
 def flush(folder: str | os.PathLike[str]) -> None:
@@ -394,4 +419,4 @@ def _parsed(lines: list[bytes]) -> list[Delivery]:
 
 
 __all__ = ["LOG", "MAX_CURSOR", "QUICK_BATCHES", "QUICK_LOG_BYTES", "Delivery", "Page", "deliver_once", "deliveries",
-           "delivered", "flush", "read_rows", "read_rows_quickly"]
+           "delivered", "flush", "on_delivery", "read_rows", "read_rows_quickly"]

@@ -45,6 +45,7 @@ from streamwarden.service.metrics import Metrics
 from streamwarden.service.providers import MAX_BODY, MAX_CLOCK_SKEW, append_records, check_records
 from streamwarden.service.queries import Entry, QueryBook, explain_for, explanation, periods_json
 from streamwarden.service.trail import AuditTrail
+from streamwarden.service.wakeups import Wakeups
 
 log = logging.getLogger("streamwarden.service")
 CONSOLE = Path(__file__).with_name("console") / "index.html"
@@ -54,7 +55,7 @@ CONSOLE_POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'un
                   "frame-ancestors 'none'")
 MAX_CATALOG = 1024 * 1024  # bytes of catalog YAML
 MAX_ROWS = 10_000  # rows in one page
-STREAM_POLL = 0.1  # seconds between looks for new rows of an SSE stream
+STREAM_POLL = 0.1  # seconds an SSE stream waits for a delivery announced (service/wakeups.py) before it looks anyway
 REAUTH_SECONDS = 5.0  # an idle SSE stream re-checks its token this often (and before every page it sends)
 #: Admins name another user's own query by its owner and the id she gave it.
 OWNER = Query(None, max_length=64, description="admins: the user whose own query this is")
@@ -76,9 +77,11 @@ class Service:
     max_clock_skew: timedelta = MAX_CLOCK_SKEW
 
     book: QueryBook = field(init=False)
+    wakeups: Wakeups = field(init=False)
 
     def __post_init__(self) -> None:
         self.book = QueryBook(self.server, self.output)
+        self.wakeups = Wakeups(self.output)
 
     def refresh(self) -> None:
         if self.host is not None:
@@ -579,9 +582,24 @@ async def _events(service: Service, query: str, cursor: int, request: Request, h
                   principal: Principal, public: str) -> AsyncIterator[dict[str, str]]:
     """A user's rows of ``query`` (its internal id) as events. Her token and her query are checked
     again before every page of rows is sent, and every few seconds while none come: a revoked
-    token, an expired one or a removed query ends the stream at once, backlog or not."""
+    token, an expired one or a removed query ends the stream at once, backlog or not. Between
+    pages it waits for a delivery to her query (:mod:`streamwarden.service.wakeups`), or
+    ``STREAM_POLL`` seconds at most."""
     checked = time.monotonic()
+    delivered = service.wakeups.watch(principal.name, query)
+    try:
+        async for event in _pages(service, query, cursor, request, header, principal, public, delivered, checked):
+            yield event
+    finally:
+        service.wakeups.unwatch(principal.name, query, delivered)
+
+
+async def _pages(service: Service, query: str, cursor: int, request: Request, header: str | None,
+                 principal: Principal, public: str, delivered: asyncio.Event,
+                 checked: float) -> AsyncIterator[dict[str, str]]:
+    """:func:`_events`' loop: a page, the checks, then a wait for the next delivery."""
     while True:
+        delivered.clear()  # before reading: a delivery during the read wakes the next wait at once
         page = await _rows_page(service, principal.name, query, after=cursor, limit=500)
         if page.lines or time.monotonic() - checked > REAUTH_SECONDS:
             checked = time.monotonic()
@@ -598,7 +616,10 @@ async def _events(service: Service, query: str, cursor: int, request: Request, h
             continue
         if await request.is_disconnected():
             return
-        await asyncio.sleep(STREAM_POLL)
+        try:
+            await asyncio.wait_for(delivered.wait(), STREAM_POLL)
+        except asyncio.TimeoutError:  # no delivery announced (a network in another process): look again
+            pass
 
 
 async def _still_allowed(service: Service, header: str | None, principal: Principal, public: str) -> str | None:
