@@ -182,3 +182,22 @@ def test_a_quick_read_needs_a_log_parsed_already_and_a_short_page(tmp_path: Path
     assert read_rows_quickly(tmp_path, after=80) is None
     assert read_rows(tmp_path, after=80).next == 80
     assert read_rows_quickly(tmp_path, after=80) is not None
+
+
+def test_a_grown_log_costs_its_new_lines_not_a_copy_of_the_old_ones(tmp_path: Path) -> None:
+    """A day-old query's log holds ~170,000 entries and gains one a micro-batch: the parsed log's
+    lists are extended, not copied, and an earlier snapshot still sees only its own entries."""
+    from streamwarden.runtime.deliveries import _ParsedLogs
+
+    logs = _ParsedLogs()
+    log = tmp_path / LOG
+    log.write_text("".join(_line(i) for i in range(3)))
+    before = logs.log(log)
+    with open(log, "a") as handle:
+        handle.write(_line(3))
+    after = logs.log(log)
+    assert before is not None and after is not None
+    assert after.all_entries is before.all_entries and after.all_ends is before.all_ends  # extended in place
+    assert (before.count, before.total) == (3, 6) and (after.count, after.total) == (4, 10)
+    stale = logs.log(log)  # nothing new: the same snapshot
+    assert stale is after

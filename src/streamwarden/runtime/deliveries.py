@@ -195,14 +195,13 @@ def deliveries(folder: str | os.PathLike[str]) -> list[Delivery]:
     entries are kept parsed (:class:`_ParsedLogs`), and a read parses only the lines appended
     since. Sound because a log is append-only: the writer only ever cuts a torn last line,
     which was never parsed (only whole lines are)."""
-    parsed = _parsed_logs.log(Path(folder) / LOG)
-    return list(parsed.entries) if parsed is not None else []  # (None only for a quick read)
+    return _parsed_logs.entries(Path(folder) / LOG)
 
 
 def delivered(folder: str | os.PathLike[str]) -> int:
     """How many rows the user has received of the query so far."""
     parsed = _parsed_logs.log(Path(folder) / LOG)
-    return parsed.ends[-1] if parsed is not None and parsed.ends else 0
+    return parsed.total if parsed is not None else 0
 
 
 def read_rows(folder: str | os.PathLike[str], *, after: int = 0, limit: int = 1000) -> Page:
@@ -247,17 +246,16 @@ def _page(folder: Path, parsed: "_Parsed | None", after: int, limit: int, *, bat
     more than ``batches`` batches."""
     if parsed is None:
         return Page([], after, 0)
-    entries, ends = parsed.entries, parsed.ends
-    total = ends[-1] if ends else 0
+    ends, count, total = parsed.all_ends, parsed.count, parsed.total
     cursor = min(after, total)
-    first = bisect.bisect_right(ends, cursor)  # the first batch that ends after the cursor
+    first = bisect.bisect_right(ends, cursor, 0, count)  # the first batch that ends after the cursor
     position = ends[first - 1] if first else 0  # the cursor before it
     if batches is not None:  # the batches this page spans, up to one more than allowed
-        spanned = bisect.bisect_left(ends, cursor + limit, first, min(len(ends), first + batches + 1)) - first + 1
-        if spanned > batches and first + batches < len(ends):
+        spanned = bisect.bisect_left(ends, cursor + limit, first, min(count, first + batches + 1)) - first + 1
+        if spanned > batches and first + batches < count:
             return None
     rows: list[str] = []
-    for entry in itertools.islice(entries, first, None):
+    for entry in itertools.islice(parsed.all_entries, first, count):
         lines = _batch_lines(folder / entry.batch)
         if lines is None or len(lines) != entry.rows:
             break  # being rewritten: stop before it
@@ -309,15 +307,25 @@ TAIL_BYTES = 2 * 1024
 @dataclass(frozen=True)
 class _Parsed:
     """What :class:`_ParsedLogs` knows of one log: its file (device, inode), how many bytes of
-    whole lines it parsed, their entries, and the last such line (to tell the same file from
-    another one that reused the inode)."""
+    whole lines it parsed, its first ``count`` entries and the cursor after each, and the last
+    such line (to tell the same file from another one that reused the inode).
+
+    The lists only grow, at their end, and are shared by every later :class:`_Parsed` of the
+    same file: a log's new lines cost what they are, not a copy of the whole log (a day-old
+    query's log holds ~170,000 entries). A reader uses the first ``count`` of them only."""
 
     device: int
     inode: int
     offset: int
-    entries: tuple[Delivery, ...]
+    all_entries: list[Delivery]
     last_line: bytes
-    ends: tuple[int, ...] = ()  # the cursor after each entry: rows delivered up to and with it
+    all_ends: list[int]  # the cursor after each entry: rows delivered up to and with it
+    count: int
+
+    @property
+    def total(self) -> int:
+        """Rows delivered in all."""
+        return self.all_ends[self.count - 1] if self.count else 0
 
 
 class _ParsedLogs:
@@ -333,7 +341,7 @@ class _ParsedLogs:
 
     def entries(self, log: Path) -> list[Delivery]:
         parsed = self.log(log)
-        return list(parsed.entries) if parsed is not None else []
+        return parsed.all_entries[:parsed.count] if parsed is not None else []
 
     def log(self, log: Path, *, known_only: bool = False) -> _Parsed | None:
         """The log parsed (none yet: no entries); with ``known_only``, None when it is not kept
@@ -346,45 +354,50 @@ class _ParsedLogs:
             info = os.fstat(handle.fileno())
             with self._lock:
                 known = self._logs.get(log)
-            offset, last = 0, b""
-            entries: tuple[Delivery, ...] = ()
-            ends: tuple[int, ...] = ()
-            same = False
+            base = None  # what is kept of this file, to go on from
             if known is not None and (known.device, known.inode) == (info.st_dev, info.st_ino) \
                     and info.st_size >= known.offset:
                 handle.seek(known.offset - len(known.last_line))
-                same = handle.read(len(known.last_line)) == known.last_line
-                if same:  # the same file, grown: go on from there
-                    offset, entries, last, ends = known.offset, known.entries, known.last_line, known.ends
-            if known_only and (not same or info.st_size - offset > QUICK_LOG_BYTES):
+                if handle.read(len(known.last_line)) == known.last_line:  # the same file, grown
+                    base = known
+            offset = base.offset if base is not None else 0
+            if known_only and (base is None or info.st_size - offset > QUICK_LOG_BYTES):
                 return None
-            if known is not None and same and offset == info.st_size:  # nothing appended: as kept
+            if base is not None and offset == info.st_size:  # nothing appended: as kept
                 with self._lock:
-                    if self._logs.get(log) is known:
+                    if self._logs.get(log) is base:
                         self._logs.move_to_end(log)
-                return known
+                return base
             handle.seek(offset)
             data = handle.read()
         whole = data.rfind(b"\n") + 1  # the part after the last LF is unfinished: read again next time
-        if whole:
-            lines = data[:whole].split(b"\n")[:-1]
-            more = _parsed(lines)
-            ends = ends + tuple(itertools.accumulate((e.rows for e in more), initial=ends[-1] if ends else 0))[1:]
-            entries, last = entries + tuple(more), lines[-1] + b"\n"
-        parsed = _Parsed(info.st_dev, info.st_ino, offset + whole, entries, last, ends)
+        lines = data[:whole].split(b"\n")[:-1]
+        more = _parsed(lines)
         with self._lock:
+            if base is not None and len(base.all_entries) == base.count:  # nobody went on from it: extend
+                entries, ends = base.all_entries, base.all_ends
+            else:  # a new file, or another reader extended the lists meanwhile: lists of its own
+                entries = base.all_entries[:base.count] if base is not None else []
+                ends = base.all_ends[:base.count] if base is not None else []
+            running = ends[-1] if ends else 0
+            for entry in more:
+                running += entry.rows
+                ends.append(running)
+            entries.extend(more)
+            last = lines[-1] + b"\n" if lines else (base.last_line if base is not None else b"")
+            parsed = _Parsed(info.st_dev, info.st_ino, offset + whole, entries, last, ends, len(entries))
             replaced = self._logs.pop(log, None)
-            self._held -= len(replaced.entries) if replaced is not None else 0
-            if len(entries) <= self.limit:
+            self._held -= replaced.count if replaced is not None else 0
+            if parsed.count <= self.limit:
                 self._logs[log] = parsed
-                self._held += len(entries)
+                self._held += parsed.count
             while self._held > self.limit:
-                self._held -= len(self._logs.popitem(last=False)[1].entries)
+                self._held -= self._logs.popitem(last=False)[1].count
         return parsed
 
 
 _parsed_logs = _ParsedLogs()
-_NO_LOG = _Parsed(0, 0, 0, (), b"")
+_NO_LOG = _Parsed(0, 0, 0, [], b"", [], 0)
 
 
 def _read_log(log: Path, *, tail: int | None = None) -> tuple[list[Delivery], bool]:
