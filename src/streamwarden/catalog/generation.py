@@ -18,8 +18,8 @@ and :class:`GenerationCache` computes every answer afresh (correct, only slower)
     >>> from sqlalchemy import Column, MetaData, String, Table, create_engine, insert
     >>> engine = create_engine("sqlite:///" + os.path.join(tempfile.mkdtemp(), "g.db"))
     >>> names = Table("names", MetaData(), Column("name", String, primary_key=True), info={"generation": True})
-    >>> names.metadata.create_all(engine); watch_tables(engine, [names])
-    True
+    >>> names.metadata.create_all(engine)
+    >>> with engine.begin() as conn: install(conn, [names])
     >>> before = generation(engine)
     >>> with engine.begin() as conn: _ = conn.execute(insert(names).values(name="ann"))
     >>> generation(engine) == before + 1
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 from sqlalchemy import Column, Integer, MetaData, Table, select, text
@@ -61,21 +61,12 @@ def is_versioned(table: Table) -> bool:
     return bool(table.info.get("generation"))
 
 
-def watch_tables(engine: Engine, tables: Iterable[Table]) -> bool:
-    """Make every insert, update or delete of ``tables`` move the generation (the counter and
-    the triggers are created if missing; idempotent, safe for several processes at once on
-    PostgreSQL, whose callers hold :func:`~streamwarden.catalog.store.create_tables`'s lock).
-    False on a database without triggers here: its caches never keep anything."""
-    if engine.dialect.name not in _SUPPORTED:
-        return False
-    with engine.begin() as conn:
-        install(conn, list(tables))
-    return True
-
-
 def install(conn: Connection, tables: list[Table]) -> None:
-    """:func:`watch_tables` inside the caller's transaction (a no-op on an unsupported database).
-    What exists already is only looked at: a store that has its counter and triggers is opened
+    """Make every insert, update or delete of ``tables`` move the generation, in the caller's
+    transaction (the counter and the triggers created if missing; idempotent, and safe for
+    several processes at once on PostgreSQL under :func:`~streamwarden.catalog.store.create_tables`'s
+    lock). A no-op on a database without triggers here: its caches never keep anything. What
+    exists already is only looked at: a store that has its counter and triggers is opened
     without a write (a read-only store, a role without DDL rights, a writer holding the lock)."""
     dialect = conn.dialect.name
     if dialect not in _SUPPORTED or not tables:
@@ -227,10 +218,5 @@ class GenerationCache(Generic[K, V]):
                 self._kept.move_to_end(key)
             return found
 
-    def clear(self) -> None:
-        with self._lock:
-            self._kept.clear()
-            self._generation = None
 
-
-__all__ = ["Counter", "GenerationCache", "generation", "install", "is_versioned", "watch_tables"]
+__all__ = ["Counter", "GenerationCache", "generation", "install", "is_versioned"]
