@@ -199,9 +199,11 @@ class AuditTrail:
 
     # -- the writer ------------------------------------------------------------------------------
     def _run(self) -> None:
-        committed = 0.0  # monotonic time of the last commit
+        committed = swept = 0.0  # monotonic times of the last commit and the last sweep
         while True:
-            self._sweep_polls()
+            if time.monotonic() - swept >= SWEEP_EVERY:  # not at every group: polls of every user are walked
+                swept = time.monotonic()
+                self._sweep_polls()
             with self._changed:
                 if not self._pending and not self._closing:
                     self._changed.wait(timeout=SWEEP_EVERY)  # a record, the close, or time to sweep the polls
