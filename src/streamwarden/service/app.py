@@ -586,19 +586,18 @@ async def _events(service: Service, query: str, cursor: int, request: Request, h
     token, an expired one or a removed query ends the stream at once, backlog or not. Between
     pages it waits for a delivery to her query (:mod:`streamwarden.service.wakeups`), or
     ``STREAM_POLL`` seconds at most."""
-    checked = time.monotonic()
     delivered = service.wakeups.watch(principal.name, query)
     try:
-        async for event in _pages(service, query, cursor, request, header, principal, public, delivered, checked):
+        async for event in _pages(service, query, cursor, request, header, principal, public, delivered):
             yield event
     finally:
         service.wakeups.unwatch(principal.name, query, delivered)
 
 
 async def _pages(service: Service, query: str, cursor: int, request: Request, header: str | None,
-                 principal: Principal, public: str, delivered: asyncio.Event,
-                 checked: float) -> AsyncIterator[dict[str, str] | bytes]:
+                 principal: Principal, public: str, delivered: asyncio.Event) -> AsyncIterator[dict[str, str] | bytes]:
     """:func:`_events`' loop: a page, the checks, then a wait for the next delivery."""
+    checked = time.monotonic()
     while True:
         delivered.clear()  # before reading: a delivery during the read wakes the next wait at once
         page = await _rows_page(service, principal.name, query, after=cursor, limit=500)
