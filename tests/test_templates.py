@@ -12,15 +12,18 @@ CATALOG = load_catalog_text("""
 streams:
   R: {schema: {ts: timestamp, sensor: int, ward: string, value: double}}
   V: {schema: {ts: timestamp, sensor: int, pulse: int}}
-roles: {Reader: {}, Auditor: {}}
+roles: {Reader: {}, Auditor: {}, Viewer: {}}
 users:
   ann: {roles: [Reader], profile: {ward: w1}}
   bob: {roles: [Reader], profile: {ward: w2}}
   cid: {roles: [Reader, Auditor], profile: {ward: w1}}
+  eve: {roles: [Viewer]}
 policies:
   - {id: by_ward, subject: Reader, streams: [R], privilege: read, where: "ward = self.ward"}
   - {id: pulses, subject: Reader, streams: [V], privilege: read}
   - {id: audit, subject: Auditor, streams: [R], attributes: [ts, sensor], privilege: read, where: "value < 10"}
+  - {id: no_ward, subject: Viewer, streams: [R], attributes: [ts, sensor, value], privilege: read}
+  - {id: every_ward, subject: Viewer, streams: [V], privilege: read}
 """)
 
 
@@ -71,3 +74,19 @@ def test_an_aggregate_over_a_range_window_is_a_stateful_template_whose_keys_lift
 def test_a_constant_outside_the_keys_stays_a_parameter_so_the_keys_do_not_lift() -> None:
     ann = template("ann", "SELECT AVG(value) AS a FROM R [RANGE 1 minute] WHERE value > 4")
     assert ann is None or lift_keys(ann) is None  # value > ?1 is each member's own: no shared state per key
+
+
+def test_a_key_on_an_attribute_the_view_hides_finds_members_but_never_lifts_into_a_grouping() -> None:
+    """Issue 34's leak: eve's view hides ward, so her WHERE ward = 'w1' sees NULL and selects
+    nothing; grouped by the stream's ward, a shared aggregate would hand her w1's counts."""
+    eve = template("eve", "SELECT COUNT(*) AS n, AVG(value) AS a FROM R [RANGE 1 minute] WHERE ward = 'w1'")
+    assert [a for a, _ in eve.keys] == ["ward"]  # still a hash key: a hidden ward is NULL, and NULL meets no member
+    assert eve.raw_keys == ()
+    assert lift_keys(eve) is None
+    seen = template("eve", "SELECT COUNT(*) AS n FROM V [RANGE 1 minute] WHERE sensor = 3")  # nothing hidden
+    assert seen.raw_keys == seen.keys and [a for a, _ in seen.keys] == ["sensor"] and lift_keys(seen) is not None
+
+
+def test_a_policy_condition_reads_the_tuple_before_its_view_hides_anything_so_its_key_lifts() -> None:
+    ann = template("ann", "SELECT AVG(value) AS a FROM R [RANGE 1 minute]")  # ward = self.ward, ward granted
+    assert ann.raw_keys == ann.keys and [a for a, _ in ann.keys] == ["ward"]

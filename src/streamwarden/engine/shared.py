@@ -75,8 +75,9 @@ def shared_input(spark: Any, catalog: Catalog, template: Template, path: str | P
 
 
 def key_column(index: int) -> str:
-    """The column carrying the value of a template's key ``index`` (its attribute, read before any
-    view can mask it) through a shared aggregate."""
+    """The column carrying the value of a template's key ``index`` through a shared aggregate: its
+    attribute as the stream holds it, which nothing in the template can hide
+    (:attr:`~streamwarden.plan.templates.Template.raw_keys`)."""
     return f"{CARRIED}k{index}"
 
 
@@ -106,7 +107,7 @@ class SharedAggregate:
         ``_event`` (the window's end) and the key columns."""
         stream = self.template.stream
         keyed = relation.select("*", *[F.col(physical_name(stream, attribute)).alias(key_column(index))
-                                        for attribute, index in self.template.keys])
+                                        for attribute, index in self.template.raw_keys])
         frame = compile_graph(self.lifted, Inputs({stream: keyed}, lattice=lattice, event_time=True))
         return output_frame(AuthorizedGraph("shared", self.lifted, "shared", ()), frame, lattice)
 
@@ -115,7 +116,7 @@ class SharedAggregate:
         a hash join on the member table, as ``_event``, ``__carry_member`` and ``_row``."""
         table = member_table(closed.sparkSession, self.template, members)
         condition = None
-        for _, index in self.template.keys:
+        for _, index in self.template.raw_keys:
             equal = closed[key_column(index)] == table[param_column(index)]
             condition = equal if condition is None else condition & equal
         joined = closed.join(table, condition, "inner")

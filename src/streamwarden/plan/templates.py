@@ -59,6 +59,11 @@ class Template:
     #: Range conjuncts ``attribute op ?k`` (op one of ``< <= > >=``, the attribute on the left)
     #: every row satisfies, read from the stream itself: what a range index may prune by.
     bounds: tuple[tuple[str, str, int], ...] = ()
+    #: The keys whose conjunct reads the stream's own value, which nothing in the template can
+    #: hide (:func:`_raw_keys`): only these may leave the plan and become a grouping
+    #: (:func:`lift_keys`). The others still find a tuple's members by a hash join, since a
+    #: hidden value is NULL and NULL equals no constant, but stay in the plan.
+    raw_keys: tuple[tuple[str, int], ...] = ()
 
     @cached_property
     def stream(self) -> str:
@@ -126,7 +131,8 @@ def parameterize(root: Node) -> Template | None:
                            group_by=tuple((name, rename(e)) for name, e in aggregate.group_by),
                            aggregates=tuple(replace(a, arg=None if a.arg is None else rename(a.arg))
                                             for a in aggregate.aggregates))
-    return Template(template, tuple(parameters.values), tuple(parameters.types), _keys(template), _bounds(template))
+    return Template(template, tuple(parameters.values), tuple(parameters.types), _keys(template), _bounds(template),
+                    _raw_keys(template))
 
 
 class _Parameters:
@@ -150,6 +156,8 @@ class _Parameters:
         return None
 
     def constant(self, expr: E.Expr) -> E.Expr:
+        if isinstance(expr, E.Literal):  # a policy's whole condition (TRUE: no WHERE) is the policy's, not a member's
+            return expr
         return E.transform(expr, self.swap)
 
     def rename(self, expr: E.Expr) -> E.Expr:
@@ -196,11 +204,14 @@ def _ranged(window: Window | None) -> bool:
 @by_identity
 def lift_keys(template: Template) -> Node | None:
     """The template's plan without its key conjuncts (``ward = ?0``), when nothing else reads a
-    constant; else None (once per template, by identity). Its rows are every member's rows at
-    once: a row with key values ``v`` belongs to exactly the members whose constants are ``v``
-    (a NULL key to none). So
-    an aggregate of it, grouped by the keys as well, computes each member's aggregate once
-    per key value, however many members share that value.
+    constant and every key reads the stream's own value (:attr:`Template.raw_keys`); else None
+    (once per template, by identity). Its rows are every member's rows at once: a row with key
+    values ``v`` belongs to exactly the members whose constants are ``v`` (a NULL key to none).
+    So an aggregate of it, grouped by the keys as well, computes each member's aggregate once
+    per key value, however many members share that value. A key whose attribute a view or a
+    shield may hide is not lifted: grouped by the stream's value, a member would receive the
+    aggregate of the tuples whose hidden value equals her constant, which her own plan, seeing
+    NULL there, never selects.
 
         >>> from streamwarden.plan.expr import Column, Compare, Literal
         >>> from streamwarden.plan.nodes import Filter, Source
@@ -209,7 +220,7 @@ def lift_keys(template: Template) -> Node | None:
         >>> E.render(lift_keys(t).predicate), t.keys
         ('TRUE', (('w', 0),))
     """
-    lifted = _without_keys(template.root, frozenset(index for _, index in template.keys))
+    lifted = _without_keys(template.root, frozenset(index for _, index in template.raw_keys))
     if any(isinstance(e, E.Param) for n in walk(lifted) for x in n.expressions() for e in E.walk(x)):
         return None
     return lifted
@@ -254,6 +265,54 @@ def _keys(root: Node) -> tuple[tuple[str, int], ...]:
         elif isinstance(node, SecureView) and len(node.views) == 1:
             necessary += E.conjuncts(node.views[0].condition)
     return tuple(sorted({key for conjunct in necessary if (key := _key_of(conjunct)) is not None}))
+
+
+def _raw_keys(root: Node) -> tuple[tuple[str, int], ...]:
+    """The keys (:func:`_keys`) whose conjunct sees the stream's own value of its attribute for
+    every row: the template reads the stream through no Security Shield (a provider's policy may
+    hide any attribute but ``ts``, and a shield placed above the selections evaluates them again
+    on the masked tuple), and between the conjunct and the stream there is no projection (which
+    could give the name another value) and no secure view that might hide the attribute (each of
+    its views grants it). A policy's own condition reads its view's input, so its keys are raw
+    when nothing below the view hides them.
+
+        >>> from streamwarden.plan.expr import Column, Compare, Literal
+        >>> from streamwarden.plan.nodes import Filter, SecureView, Source, View
+        >>> src = Source("S", "s", (("ts", "timestamp"), ("w", "string")))
+        >>> ward = Compare("=", Column("s", "w", "string"), Literal("a", "string"))
+        >>> hidden = SecureView(src, (View("p", Literal(True, "boolean"), frozenset({("s", "ts")})),), "read")
+        >>> parameterize(Filter(hidden, ward)).raw_keys, parameterize(Filter(src, ward)).raw_keys
+        ((), (('w', 0),))
+    """
+    if any(isinstance(n, Shield) for n in walk(root)):
+        return ()
+    raw: set[tuple[str, int]] = set()
+    for node in walk(root):
+        if isinstance(node, Filter):
+            conjuncts = E.conjuncts(node.predicate)
+        elif isinstance(node, SecureView) and len(node.views) == 1:
+            conjuncts = E.conjuncts(node.views[0].condition)
+        else:
+            continue
+        for conjunct in conjuncts:
+            key = _key_of(conjunct)
+            if key is not None and _unmasked(node.children()[0], key[0]):
+                raw.add(key)
+    return tuple(sorted(raw))
+
+
+def _unmasked(node: Node, attribute: str) -> bool:
+    """Whether every row of ``node`` holds the stream's own value of ``attribute``."""
+    while not isinstance(node, Source):
+        if isinstance(node, SecureView):
+            stream = next(n.stream for n in walk(node) if isinstance(n, Source))
+            if attribute != "ts" and not all(v.attributes is None or (stream, attribute) in v.attributes
+                                             for v in node.views):  # ts is always kept
+                return False
+        elif not isinstance(node, (Filter, LevelGuard)):
+            return False
+        node = node.children()[0]
+    return True
 
 
 _FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
