@@ -24,6 +24,7 @@ from streamwarden.catalog.lattice import Lattice, Level
 from streamwarden.catalog.model import Catalog
 from streamwarden.engine.actions import actions_frame
 from streamwarden.engine.columns import CARRIED, GRAPH_OF_MEMBER, physical_name
+from streamwarden.engine.failures import root_cause
 from streamwarden.engine.compiler import (EVENT, POLICIES, PROVENANCE, Inputs, action_names, compile_graph,
                                           iso_instant)
 from streamwarden.engine.levels.columns import ROW_LEVEL, level_text
@@ -508,11 +509,10 @@ def describe_failure(exc: BaseException) -> str:
                 return meaning.format(*(g.strip() for g in found.groups())).strip()
     # Py4J's "An error occurred while calling o1.start.\n: java.lang.SomeException: what"
     java = re.search(r"(?:^|\n): ([\w.$]+(?:Exception|Error)\b[^\n]*)", text)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    first = java.group(1) if java else (lines[0] if lines else "")
+    first = java.group(1) if java else root_cause(exc)
     first = re.sub(r"\s*SQLSTATE: \w+\s*$", "", first)
     name = type(exc).__name__
-    return f"{name}: {first}" if first else name
+    return f"{name}: {first}" if first and first != name else name
 
 
 def replay_rows(job: Job) -> Iterator[str]:
