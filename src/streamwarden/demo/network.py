@@ -149,8 +149,15 @@ def run_network_demo(workdir: Path, console: Console) -> None:
             console.print(f"  minutes {part * MINUTES_PER_FILE}-{(part + 1) * MINUTES_PER_FILE}: pipelines running "
                           f"{', '.join(active) or 'none'}; stopped: {', '.join(stopped) or 'none'} "
                           f"({time.monotonic() - started:.1f} s)")
+        failed = {**runtime.failures(), **{g.name: g.failure for g in runtime.groups.values() if g.failure}}
     finally:
         runtime.stop()
+    if failed:
+        for name, why in sorted(failed.items()):
+            console.print(f"  {name} failed: {why}", markup=False)
+    else:
+        console.print(f"  no pipeline or group failed: {len(runtime.running)} pipelines, {len(runtime.groups)} shared "
+                      "groups ran to the end through every grant, revocation and policy change")
     table = Table(title="Rows each user received while each file was processed")
     for column in ("user", "query", *[f"minutes {p * MINUTES_PER_FILE}-{(p + 1) * MINUTES_PER_FILE}"
                                       for p in range(FILES)]):

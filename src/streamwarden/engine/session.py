@@ -82,6 +82,9 @@ _DEFAULTS = {
     "spark.sql.streaming.stateStore.providerClass":
         "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
     "spark.driver.extraJavaOptions": "-Dderby.system.home=/tmp/streamwarden-derby",
+    # a shared group's backfill runs beside the micro-batches in a pool of its own, taking a fair
+    # share of the cores instead of queueing every group's next batch behind it (runtime/groups.py)
+    "spark.scheduler.mode": "FAIR",
 }
 
 _LOCAL = re.compile(r"local(?:\[\s*(\d+|\*)\s*(?:,\s*\d+\s*)?\])?")  # local, local[N], local[*], local[N,F]

@@ -81,13 +81,16 @@ class Page:
 
 
 def deliver_once(folder: str | os.PathLike[str], key: str, rows: int, prefix: str,
-                 place: Callable[[str], None], *, sync: bool = True) -> bool:
+                 place: Callable[[str], None], *, sync: bool = True, whole_log: bool = False) -> bool:
     """Deliver ``rows`` rows made by ``key`` into ``folder`` once: unless a delivery of ``key`` is
     logged already (Spark runs its latest micro-batch again after a crash), the batch is named
     ``prefix`` and the cursor before it (a name counts only rows the user received), ``place``
     puts the rows in that folder, and the log records it. True when delivered now.
 
-    One read of the log's tail and one append: the per-user cost of a group's micro-batch.
+    One read of the log's tail and one append: the per-user cost of a group's micro-batch
+    (``whole_log``: the whole log is searched for ``key``, for a delivery that may have been
+    logged many batches ago, as a group's backfill done again after a crash). Deliveries into
+    one folder from two threads (a group's micro-batch and its backfill) take turns.
     ``sync=False`` leaves the log's flush to the caller (a group flushes the file system once
     for all its recipients, instead of once each: each flush commits the file system's journal).
 
@@ -100,13 +103,14 @@ def deliver_once(folder: str | os.PathLike[str], key: str, rows: int, prefix: st
         [('batch=g-000000000000000', 2)]
     """
     log = Path(folder) / LOG
-    entries, intact = _read_log(log, tail=TAIL_BYTES)
-    if any(e.key == key for e in entries):
-        return False
-    before = _end(log, entries)
-    name = f"{prefix}{before:015d}"
-    place(name)
-    _append(log, Delivery(name, rows, before + rows, key), intact, sync=sync)
+    with _FOLDER_LOCKS[hash(str(log)) % len(_FOLDER_LOCKS)]:
+        entries, intact = _read_log(log, tail=None if whole_log else TAIL_BYTES)
+        if any(e.key == key for e in entries):
+            return False
+        before = _end(log, entries)
+        name = f"{prefix}{before:015d}"
+        place(name)
+        _append(log, Delivery(name, rows, before + rows, key), intact, sync=sync)
     for listener in tuple(_listeners):
         try:
             listener(Path(folder))
@@ -116,6 +120,9 @@ def deliver_once(folder: str | os.PathLike[str], key: str, rows: int, prefix: st
 
 
 _listeners: list[Callable[[Path], None]] = []
+#: Striped locks over the delivery logs: one folder's deliveries take turns (its cursor is read,
+#: then the log appended), different folders' rarely meet.
+_FOLDER_LOCKS = tuple(threading.Lock() for _ in range(64))
 
 
 def on_delivery(listener: Callable[[Path], None]) -> Callable[[], None]:

@@ -47,7 +47,9 @@ import logging
 import os
 import shutil
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -142,6 +144,10 @@ def placement(rewriting: Rewriting) -> Hosting | str:
         return "it aggregates in one graph and has another"
     aggregate = SharedAggregate.of(stateful[0])
     if aggregate is None:
+        hidden = sorted({a for a, _ in stateful[0].keys} - {a for a, _ in stateful[0].raw_keys})
+        if hidden:  # grouped by the stream's value, the group would count what her view hides
+            return (f"its aggregate selects on {', '.join(hidden)}, which a policy or a provider may hide from its "
+                    "users (each member's own plan applies the selection to what she may see)")
         return "its aggregate has a constant of its own beside the keys (each member would need its own state)"
     # one group per shared plan: the plan's text names it, the same in every process
     return Hosting(f"{stream}_agg{_short_hash(aggregate.template.key)}", stream, tuple(graphs), aggregate)
@@ -155,8 +161,30 @@ class GroupStopping(RuntimeError):
     """A micro-batch that ended because its group is being stopped (nothing of it was delivered)."""
 
 
+#: Restarts of a group whose Spark query failed, in a row without a micro-batch done between
+#: them, before its members are told it failed (they are tried again when the store changes).
+MAX_RESTARTS = 5
+#: Seconds before the n-th restart in a row: at once, then 1, 2, 4, ... at most this.
+RESTART_PAUSE_MAX = 60.0
+BACKFILLS = "backfills"  # in a group's checkpoint: what a joiner must still receive of the history
+#: The pool of Spark's fair scheduler a backfill's jobs run in: beside the groups' micro-batches,
+#: taking at most a fair share of the cores, never ahead of them in one queue.
+BACKFILL_POOL = "streamwarden-backfill"
+
+
 class StreamGroup:
-    """One group: its Spark query, its members, and what it has delivered."""
+    """One group: its Spark query, its members, and what it has delivered.
+
+    **Nothing a member does stops the group.** Each micro-batch first runs the group's whole
+    input once (persisted: the shield, the level guard, the aggregate and their state move on
+    whatever the members' plans are, even when every plan folds to nothing, as ``NULL > 100``
+    does once a policy hides ``pulse``); the members' plans then read it. A member whose plan
+    fails is found (each template alone, then halves of its members) and fails alone, with the
+    first line of the real cause; a joiner's backfill runs beside the group in a worker thread,
+    in a pool of its own of Spark's fair scheduler, and one that cannot read its history fails
+    that joiner alone, naming the file. A group whose Spark query fails anyway is restarted from
+    its checkpoint (:meth:`failed`, :meth:`restart_due`).
+    """
 
     def __init__(self, runtime: "NetworkRuntime", place: Hosting):
         self.runtime = runtime
@@ -167,16 +195,26 @@ class StreamGroup:
         self.checkpoint = runtime.root / GROUPS / place.group
         self.members: dict[str, tuple["_Running", Hosting]] = {}  # by pipeline name
         self.query: StreamingQuery | None = None
-        self.failure: str | None = None
+        self.failure: str | None = None  # why its Spark query last failed (None: it did not, or ran a batch since)
+        self.restarts = 0  # failures in a row, without a micro-batch done between them
+        self.restart_at = 0.0  # time.monotonic() from which it may start again
         self.quarantine_log = QuarantineLog(_tag(place.group))
         self._lock = threading.Lock()  # members change under the runtime's lock, batches read them under this
+        self._joined_lock = threading.Lock()  # joined.json: written by micro-batches and the backfill worker
         self._stopping = threading.Event()  # set while stop() waits for Spark: a batch gives up the runtime's lock
         self._folders: dict[tuple[str, str], Path] = {}  # (user, query) -> her folder, its path checked
         self._plans = BuiltOnce()  # the members' plan, rebuilt when they change
+        self._backfills: ThreadPoolExecutor | None = None  # one worker: the joiners' histories, in order
+        self._backfilling: dict[int, Future[None]] = {}  # join batches submitted to the worker and not done
 
     @property
     def name(self) -> str:
         return f"group-{self.key}"
+
+    @property
+    def abandoned(self) -> bool:
+        """Failed :data:`MAX_RESTARTS` times in a row: not restarted until the store changes."""
+        return self.restarts > MAX_RESTARTS
 
     # -- members ---------------------------------------------------------------------------
     def host(self, running: "_Running", place: Hosting) -> None:
@@ -186,6 +224,19 @@ class StreamGroup:
     def release(self, name: str) -> None:
         with self._lock:
             self.members.pop(name, None)
+
+    def _fail_member(self, running: "_Running", reason: str, detail: str) -> None:
+        """``running`` fails alone: its users' status says ``reason``, the log ``detail``. It is
+        forgotten as a member, so that when it is tried again (the store changed) it joins anew
+        and receives, by a backfill, what the group delivered while it had failed."""
+        if running.failure is not None:
+            return
+        running.failure = reason
+        log.error("%s: member %s failed: %s", self.name, running.pipeline.name, detail)
+        with self._joined_lock:
+            joined = _read_json(self.checkpoint / "joined.json")
+            if joined.pop(_member_key(running), None) is not None:
+                _write_json(self.checkpoint / "joined.json", joined)
 
     # -- its Spark query -------------------------------------------------------------------
     def start(self, catalog: Catalog) -> None:
@@ -199,11 +250,33 @@ class StreamGroup:
         writer = stream_writer(frame, self.checkpoint / "spark", trigger=runtime.trigger,
                                available_now=runtime.available_now, query_name=self.name, each_batch=self._batch)
         self.query = start_writer(writer, runtime.spark)
+        self._resume_backfills()
+
+    def failed(self, reason: str) -> None:
+        """Its Spark query failed (``reason``: one line). It starts again from its checkpoint at
+        the next poll once :meth:`restart_due`: at once the first time, then after a growing pause;
+        after :data:`MAX_RESTARTS` failures in a row its members fail with the reason."""
+        self.query = None
+        self.failure = reason
+        self.restarts += 1
+        pause = 0.0 if self.restarts == 1 else min(RESTART_PAUSE_MAX, 2.0 ** (self.restarts - 2))
+        self.restart_at = time.monotonic() + pause
+        if self.abandoned:
+            log.error("%s failed %d times in a row, the last: %s; its members fail until the store changes",
+                      self.name, self.restarts, reason)
+        else:
+            log.error("%s failed: %s; restarting it from its checkpoint%s", self.name, reason,
+                      f" in {pause:.0f} s" if pause else "")
+
+    def restart_due(self) -> bool:
+        return not self.abandoned and time.monotonic() >= self.restart_at
 
     def stop(self) -> None:
-        """Stop the group's Spark query. Whoever stops it may hold the runtime's lock (a poll, or
-        the runtime stopping), which a micro-batch deciding its recipients waits for: the batch
-        gives up instead (see :meth:`_runtime_lock`), so that stopping never waits on itself."""
+        """Stop the group's Spark query and its backfill worker (a backfill in flight is cancelled
+        and done again at the next start: it is delivered once, under its own key). Whoever stops
+        it may hold the runtime's lock (a poll, or the runtime stopping), which a micro-batch
+        deciding its recipients waits for: the batch gives up instead (see :meth:`_runtime_lock`),
+        so that stopping never waits on itself."""
         if self.query is not None:
             self._stopping.set()
             try:
@@ -211,6 +284,7 @@ class StreamGroup:
             finally:
                 self.query = None
                 self._stopping.clear()
+        self._stop_backfills()
 
     @contextmanager
     def _runtime_lock(self) -> Iterator[None]:
@@ -228,31 +302,25 @@ class StreamGroup:
     # -- one micro-batch -------------------------------------------------------------------
     def _batch(self, batch: DataFrame, batch_id: int) -> None:
         decision = self._decide(batch_id)
-        if not decision["members"]:
-            batch.write.format("noop").mode("overwrite").save()
-            return
         with self._lock:  # gone since this batch was decided, or failed: not a member now
             hosted = {name: self.members[name] for name in decision["members"]
                       if name in self.members and self.members[name][0].failure is None}
         members = {index: hosted[name] for index, name in enumerate(decision["members"]) if name in hosted}
-        if self.aggregate is not None:  # what the stateful aggregate emits is computed once, whoever reads it
-            batch = batch.persist()
+        # The whole input runs once, first: its stateful operators commit their state whatever the
+        # members' plans (Spark 4.1 fails a batch whose state some operator did not commit, and a
+        # plan that folds to nothing would skip them), and every template reads it from memory.
+        batch = batch.persist()
         try:
-            rows = self._member_rows(batch, members, live=True)
-            if rows is None:
-                batch.write.format("noop").mode("overwrite").save()  # the batch runs: its state moves on
-                return
-            rows = rows.persist()
-            try:
-                delivered, emitted = self._deliver(rows, decision, hosted, "live", batch_id)
-            finally:
-                rows.unpersist()
+            batch.write.format("noop").mode("overwrite").save()
+            delivered: dict[tuple[int, str], int] = {}
+            emitted: dict[int, tuple[int, str]] = {}
+            if members:
+                delivered, emitted = self._deliver_isolated(batch, decision, hosted, members, batch_id)
         finally:
-            if self.aggregate is not None:
-                batch.unpersist()
+            batch.unpersist()
         latest: list[tuple["_Running", datetime]] = []
         for index, name in enumerate(decision["members"]):
-            if name not in hosted:
+            if name not in hosted or hosted[name][0].failure is not None:
                 continue
             running = hosted[name][0]
             emitted_rows, at = emitted.get(index, (0, None))
@@ -263,10 +331,72 @@ class StreamGroup:
             running.batches += 1
         with ThreadPoolExecutor(max_workers=IO_THREADS) as pool:  # a file in each member's checkpoint
             list(pool.map(lambda m: self.runtime._emitted(*m), latest))
-        joiners = {index: name for index, name in enumerate(decision["members"])  # joined now: what came before
-                   if name in hosted and (decision["joined"].get(name) or {}).get("batch") == batch_id}
+        joiners = [name for name in decision["members"]  # joined now: what came before, beside the group
+                   if name in hosted and (decision["joined"].get(name) or {}).get("batch") == batch_id]
         if joiners and batch_id > 0:
-            self._backfill({i: hosted[n] for i, n in joiners.items()}, decision, batch_id, batch.sparkSession)
+            self._schedule_backfill(decision, joiners, batch_id)
+        self.restarts, self.failure = 0, None  # a batch done: a later failure is the first in a row
+
+    def _deliver_isolated(self, batch: DataFrame, decision: dict[str, Any],
+                          hosted: dict[str, tuple["_Running", Hosting]], members: dict[int, tuple["_Running", Hosting]],
+                          batch_id: int) -> tuple[dict[tuple[int, str], int], dict[int, tuple[int, str]]]:
+        """The members' rows of ``batch`` (persisted) delivered; when that fails, the members whose
+        plans fail are found and fail alone (:meth:`_culprits`), and the others' rows are delivered.
+        A failure no member's plan explains is the group's own (the disk, the store): raised."""
+        for attempt in range(2):
+            live = {i: m for i, m in members.items() if m[0].failure is None}
+            rows = self._member_rows(batch, live, live=True) if live else None
+            if rows is None:
+                return {}, {}
+            rows = rows.persist()
+            try:
+                return self._deliver(rows, decision, hosted, "live", batch_id)
+            except GroupStopping:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a member's plan, or the group's own failure
+                if attempt or not self._quarantine_culprits(batch, live, exc):
+                    raise
+                self._plans.forget()
+            finally:
+                rows.unpersist()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _quarantine_culprits(self, batch: DataFrame, members: dict[int, tuple["_Running", Hosting]],
+                             exc: Exception) -> bool:
+        """Find the members whose plans fail over ``batch`` and fail each alone; whether any did."""
+        culprits = self._culprits(batch, members)
+        for index, cause in culprits.items():
+            running = members[index][0]
+            self._fail_member(running, f"its plan fails over the stream's tuples: {cause}",
+                              f"{cause} (the micro-batch failed: {_first_line(exc)})")
+        return bool(culprits)
+
+    def _culprits(self, batch: DataFrame, members: dict[int, tuple["_Running", Hosting]]) -> dict[int, str]:
+        """The members (by index) whose rows of ``batch`` Spark cannot compute, each with the first
+        line of why: each template's members together, then halves of a failing template's."""
+        by_template: dict[str, list[int]] = {}
+        for index, (_, place) in members.items():
+            for _, template in place.graphs:
+                by_template.setdefault(template.key, []).append(index)
+        found: dict[int, str] = {}
+
+        def probe(indexes: list[int]) -> None:
+            chosen = {i: members[i] for i in sorted(set(indexes))}
+            try:
+                rows = self._member_rows(batch, chosen)
+                if rows is not None:
+                    rows.write.format("noop").mode("overwrite").save()
+            except Exception as exc:  # noqa: BLE001 - what Spark raises for these members
+                if len(chosen) == 1:
+                    found[next(iter(chosen))] = _first_line(exc)
+                    return
+                half = len(indexes) // 2
+                probe(indexes[:half])
+                probe(indexes[half:])
+
+        for indexes in by_template.values():
+            probe(indexes)
+        return found
 
     def _member_rows(self, frame: DataFrame, members: dict[int, tuple["_Running", Hosting]], *,
                      live: bool = False) -> DataFrame | None:
@@ -283,11 +413,9 @@ class StreamGroup:
             each reported as its own, and the group's other members go on. The user is told that
             it failed, not Spark's words, which may name what her policies hide; the log has them."""
             for member in failing:
-                running = members[member.index][0]
-                if running.failure is None:
-                    running.failure = "its plan no longer compiles against the stream (the network's log says why)"
-                    log.error("%s: %s of %s failed: %s", self.name, member.graph, running.pipeline.name,
-                              _first_line(exc))
+                self._fail_member(members[member.index][0],
+                                  "its plan no longer compiles against the stream (the network's log says why)",
+                                  f"{member.graph}: {_first_line(exc)}")
 
         def build(over: DataFrame) -> DataFrame | None:
             return group_rows(over, listed, self.aggregate, lattice, on_failure=failed)
@@ -309,7 +437,6 @@ class StreamGroup:
         except (OSError, ValueError):
             pass
         runtime = self.runtime
-        joined = _read_json(self.checkpoint / "joined.json")
         with self._runtime_lock():
             with self._lock:
                 members = sorted(self.members)
@@ -329,13 +456,16 @@ class StreamGroup:
                         recipients.append([index, user, [[_iso(a), _iso(b)] for a, b in periods],
                                            identities.get(user)])
         keys = {name: _member_key(pipelines[name]) for name in members}
-        for name in members:  # when each joined, and what its own checkpoint says it had emitted then
-            if keys[name] not in joined:
-                joined[keys[name]] = {"batch": batch_id, "emitted": _iso(pipelines[name].emitted)}
-        decision = {"members": members, "recipients": recipients, "joined": {n: joined[keys[n]] for n in members}}
-        private_dir(folder)
-        _write_json(path, decision)
-        _write_json(self.checkpoint / "joined.json", {keys[n]: joined[keys[n]] for n in members})
+        with self._joined_lock:
+            joined = _read_json(self.checkpoint / "joined.json")
+            for name in members:  # when each joined, and what its own checkpoint says it had emitted then
+                if keys[name] not in joined and pipelines[name].failure is None:  # a failed one joins when it recovers
+                    joined[keys[name]] = {"batch": batch_id, "emitted": _iso(pipelines[name].emitted)}
+            decision = {"members": members, "recipients": recipients,
+                        "joined": {n: joined[keys[n]] for n in members if keys[n] in joined}}
+            private_dir(folder)
+            _write_json(path, decision)
+            _write_json(self.checkpoint / "joined.json", {keys[n]: joined[keys[n]] for n in members if keys[n] in joined})
         for old in folder.glob("*.json"):  # Spark replays only its latest batch: earlier ones are committed
             if old.stem.isdigit() and int(old.stem) < batch_id:
                 old.unlink(missing_ok=True)
@@ -351,6 +481,7 @@ class StreamGroup:
         recipients = [(r, index, user, periods) for r, (index, user, periods, identity)
                       in enumerate(decision["recipients"])
                       if decision["members"][index] in hosted
+                      and hosted[decision["members"][index]][0].failure is None
                       and identities.get(user) == identity]  # a user declared again since: not hers
         table = [(r, index, parse_timestamp(a), None if b is None else parse_timestamp(b))
                  for r, index, _, periods in recipients for a, b in periods]
@@ -371,7 +502,8 @@ class StreamGroup:
                 deliveries.append((r, index, user, folder, f"batch={pipeline.fingerprint[:12]}-g"))
             # this micro-batch of this group's Spark query, whatever its members
             hand_out(fanned, [Handout(r, folder, prefix) for r, _, _, folder, prefix in deliveries],
-                     batch_key(self.checkpoint / "spark", kind, batch_id), runtime.output)
+                     batch_key(self.checkpoint / "spark", kind, batch_id), runtime.output,
+                     whole_log=kind == "backfill")  # done again after a crash, maybe many batches later
         delivered: dict[tuple[int, str], int] = {}
         for r, index, user, _, _ in deliveries:
             running = hosted[decision["members"][index]][0]
@@ -379,8 +511,94 @@ class StreamGroup:
             delivered[(index, user)] = fanned.received[r]
         return delivered, fanned.emitted
 
-    def _backfill(self, joiners: dict[int, tuple["_Running", Hosting]], decision: dict[str, Any], batch_id: int,
-                  spark: Any) -> None:
+    # -- backfills: what a joiner missed, beside the group -------------------------------------
+    def _schedule_backfill(self, decision: dict[str, Any], joiners: list[str], batch_id: int) -> None:
+        """Record what the members that joined at ``batch_id`` must still receive of what the group
+        read before (written before Spark commits the batch: a crash after it finds the record),
+        and hand it to the backfill worker."""
+        wanted = set(joiners)
+        record = {"batch": batch_id, "members": decision["members"],
+                  "recipients": [r for r in decision["recipients"] if decision["members"][r[0]] in wanted],
+                  "joined": {name: decision["joined"][name] for name in joiners}}
+        folder = private_dir(self.checkpoint / BACKFILLS)
+        _write_json(folder / f"{batch_id}.json", record)
+        self._submit_backfill(batch_id)
+
+    def _resume_backfills(self) -> None:
+        """The backfills recorded and not done (the process stopped or crashed meanwhile)."""
+        for path in sorted((self.checkpoint / BACKFILLS).glob("*.json"), key=lambda p: (len(p.stem), p.stem)):
+            if path.stem.isdigit():
+                self._submit_backfill(int(path.stem))
+
+    def _submit_backfill(self, batch_id: int) -> None:
+        with self._lock:
+            if batch_id in self._backfilling:
+                return
+            if self._backfills is None:
+                self._backfills = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.name}-backfill")
+            self._backfilling[batch_id] = self._backfills.submit(self._run_backfill, batch_id)
+
+    def wait_backfills(self, timeout: float | None = None) -> bool:
+        """Wait for the backfills submitted so far (each ends delivered, failed alone, or cancelled);
+        whether they all ended within ``timeout``."""
+        with self._lock:
+            pending = list(self._backfilling.values())
+        _, left = wait_futures(pending, timeout=timeout)
+        return not left
+
+    def _stop_backfills(self) -> None:
+        """Cancel the backfill in flight and wait for the worker (its record stays: done at the next start)."""
+        with self._lock:
+            worker, self._backfills = self._backfills, None
+        if worker is None:
+            return
+        self._stopping.set()
+        try:
+            self.runtime.spark.sparkContext.cancelJobGroup(self._job_group)
+        except Exception:  # Spark stopping under us
+            pass
+        worker.shutdown(wait=True, cancel_futures=True)
+        self._stopping.clear()
+        with self._lock:
+            self._backfilling.clear()
+
+    @property
+    def _job_group(self) -> str:
+        return f"streamwarden-{self.name}-backfill"
+
+    def _run_backfill(self, batch_id: int) -> None:
+        """The worker's: one recorded backfill delivered, then its record removed. A joiner whose
+        history cannot be read fails alone; one that is no longer a member is left out."""
+        path = self.checkpoint / BACKFILLS / f"{batch_id}.json"
+        try:
+            record = _read_json(path)
+            if not record or self._stopping.is_set():
+                return
+            with self._lock:
+                hosted = {name: self.members[name] for name in record["joined"]
+                          if name in self.members and self.members[name][0].failure is None
+                          and _member_key(self.members[name][0]) in self._joined_keys()}
+            if hosted:
+                context = self.runtime.spark.sparkContext  # the worker's thread runs backfills only
+                context.setLocalProperty("spark.scheduler.pool", BACKFILL_POOL)
+                context.setJobGroup(self._job_group, f"{self.name}: backfill of micro-batch {batch_id}",
+                                    interruptOnCancel=True)
+                self._backfill(record, hosted, batch_id)
+            if not self._stopping.is_set():
+                path.unlink(missing_ok=True)
+        except Exception as exc:  # noqa: BLE001 - cancelled by a stop, or a failure of the group's own
+            if not self._stopping.is_set():
+                log.error("%s: the backfill of micro-batch %d failed: %s (tried again when the group starts)",
+                          self.name, batch_id, _first_line(exc))
+        finally:
+            with self._lock:
+                self._backfilling.pop(batch_id, None)
+
+    def _joined_keys(self) -> set[str]:
+        with self._joined_lock:
+            return set(_read_json(self.checkpoint / "joined.json"))
+
+    def _backfill(self, record: dict[str, Any], joiners: dict[str, tuple["_Running", Hosting]], batch_id: int) -> None:
         """What the group read before ``batch_id``, for the members that joined at it: the rows a
         pipeline of their own would have delivered, computed by one batch job for all of them
         over exactly the files of those micro-batches (hard links in a private folder), through
@@ -388,6 +606,13 @@ class StreamGroup:
         and came back) gets only later ones."""
         files = _processed_files(self.checkpoint / "spark", before=batch_id)
         if not files:
+            return
+        missing = next((f for f in files if not Path(f).is_file()), None) if "://" not in files[0] else None
+        if missing is not None:  # archived or deleted since the group read it: these joiners alone fail
+            for running, _ in joiners.values():
+                self._fail_member(running, "its history cannot be read: an input file the network read before it "
+                                           f"joined is gone ({Path(missing).name})",
+                                  f"the backfill of micro-batch {batch_id} needs {missing}, which is gone")
             return
         runtime = self.runtime
         links = runtime.root / ".staging" / f"{self.name}-files-{batch_id}"
@@ -402,16 +627,18 @@ class StreamGroup:
         try:
             catalog = runtime.catalog
             assert catalog is not None
+            spark = runtime.spark
+            indexes = {name: i for i, name in enumerate(record["members"])}
+            members = {indexes[name]: member for name, member in joiners.items()}
             history = shared_input(spark, catalog, self.reading, links, tag=_tag(self.key), streaming=False)
             if self.aggregate is not None:  # the windows the group closed before batch_id, per key value
                 history = self.aggregate.rows(history, catalog.lattice)
                 history = history.filter(F.col(EVENT) <= F.lit(self._closed_before(batch_id)))
-            rows = self._member_rows(history, joiners)
+            rows = self._member_rows(history, members)
             if rows is None:
                 return
-            cuts = [(index, parse_timestamp(joined["emitted"])) for index, name in
-                    ((i, decision["members"][i]) for i in joiners)
-                    if (joined := decision["joined"].get(name) or {}).get("emitted")]
+            cuts = [(indexes[name], parse_timestamp(joined["emitted"])) for name, joined in record["joined"].items()
+                    if name in joiners and joined.get("emitted")]
             if cuts:  # members that had emitted before: only what is later
                 schema = StructType([StructField("_m", LongType()), StructField("_cut", TimestampType())])
                 cut = F.broadcast(spark.createDataFrame(cuts, schema))
@@ -419,15 +646,14 @@ class StreamGroup:
                         .filter(cut["_cut"].isNull() | (F.col(EVENT) > cut["_cut"])).select(EVENT, MEMBER, ROW))
             rows = rows.persist()
             try:
-                named = {decision["members"][i]: member for i, member in joiners.items()}
-                _, emitted = self._deliver(rows, decision, named, "backfill", batch_id)
+                _, emitted = self._deliver(rows, record, joiners, "backfill", batch_id)
                 for index, (_, latest) in emitted.items():
-                    runtime._emitted(joiners[index][0], parse_timestamp(latest))
+                    running = next(m[0] for name, m in joiners.items() if indexes[name] == index)
+                    runtime._emitted(running, parse_timestamp(latest))
             finally:
                 rows.unpersist()
         finally:
             shutil.rmtree(links, ignore_errors=True)
-
 
     def _closed_before(self, batch_id: int) -> datetime:
         """The latest window end (``_event``) among the windows Spark's state evicted, and so the

@@ -39,9 +39,11 @@ class Handout:
     then: Callable[[str], None] | None = None
 
 
-def hand_out(fanned: FannedOut, handouts: Sequence[Handout], key: str, output: Path) -> None:
+def hand_out(fanned: FannedOut, handouts: Sequence[Handout], key: str, output: Path, *, whole_log: bool = False
+             ) -> None:
     """Every handout with rows delivered once under ``key`` (see the module docstring), then
-    the file system holding ``output`` flushed."""
+    the file system holding ``output`` flushed (``whole_log``: see
+    :func:`~streamwarden.runtime.deliveries.deliver_once`)."""
     def one(handout: Handout) -> None:
         def place(name: str) -> None:
             target = handout.folder / name
@@ -51,7 +53,8 @@ def hand_out(fanned: FannedOut, handouts: Sequence[Handout], key: str, output: P
             if handout.then is not None:
                 handout.then(name)
 
-        deliver_once(handout.folder, key, fanned.received[handout.recipient], handout.prefix, place, sync=False)
+        deliver_once(handout.folder, key, fanned.received[handout.recipient], handout.prefix, place, sync=False,
+                     whole_log=whole_log)
 
     with ThreadPoolExecutor(max_workers=IO_THREADS) as pool:
         list(pool.map(one, handouts))

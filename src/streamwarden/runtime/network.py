@@ -86,6 +86,7 @@ from streamwarden.catalog.store import CatalogStore
 from streamwarden.engine.columns import MEMBER
 from streamwarden.engine.compiler import EVENT
 from streamwarden.engine.execute import broken_record, build_job, check_inputs, iso_timestamp, single_value
+from streamwarden.engine.failures import root_cause
 from streamwarden.engine.fanout import write_per_recipient
 from streamwarden.engine.jvm import jvm_view
 from streamwarden.engine.shared import ROW
@@ -96,7 +97,7 @@ from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import check_name, open_private, private_dir, safe_path
 from streamwarden.plan.nodes import sources
 from streamwarden.runtime.deliveries import deliveries
-from streamwarden.runtime.groups import Hosting, StreamGroup, group_of, hosting
+from streamwarden.runtime.groups import MAX_RESTARTS, Hosting, StreamGroup, group_of, hosting
 from streamwarden.runtime.handout import Handout, batch_key, hand_out
 from streamwarden.runtime.plan import NetworkPlan, Pipeline, collector_paused, plan_network
 from streamwarden.runtime.quarantine import QuarantineLog
@@ -175,12 +176,14 @@ class NetworkRuntime(StreamsRunner):
         self._statuses: dict[tuple[str, str], _StatusFacts] = {}  # (user, query): what its _access.json says
         self._status_folders: dict[tuple[str, str], Path] = {}  # (user, query): her folder, checked once
         self._status_times: dict[tuple[str, str], float] = {}  # (user, query): when its status was written
+        self._status_problems: dict[tuple[str, str], str] = {}  # (user, query): why it could not be, said once
         self._runnable: set[tuple[str, str, tuple[str, ...]]] = set()  # group templates Spark checked
         self._bound: dict[str, str] = {}  # query id -> the registration (rid) its checkpoint folder is for, checked
         self._owners: dict[str, str] = {}  # user folder -> the identity it was checked to belong to
         self.catalog: Catalog | None = None
         self._seen: tuple[str, int] | None = None  # (registrations and catalog hash, last access change seq)
         self._lock = threading.RLock()
+        self._emitted_lock = threading.Lock()
         self._stopped = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -248,15 +251,21 @@ class NetworkRuntime(StreamsRunner):
         (:meth:`failures`)."""
         try:
             if self.available_now:
-                for stream in self.streams:
-                    try:
-                        if timeout is None:
-                            stream.awaitTermination()
-                        elif not stream.awaitTermination(timeout):  # type: ignore[arg-type]  # it takes float seconds
-                            return False
-                    except Exception:  # it failed: noted below, the others are still waited for
-                        continue
-                self.check()
+                for _ in range(MAX_RESTARTS + 2):  # a group that failed is restarted, and waited for again
+                    for stream in self.streams:
+                        try:
+                            if timeout is None:
+                                stream.awaitTermination()
+                            elif not stream.awaitTermination(timeout):  # type: ignore[arg-type]  # float seconds
+                                return False
+                        except Exception:  # it failed: noted below, the others are still waited for
+                            continue
+                    self.check()
+                    if not self._restart_groups(wait=timeout is None):
+                        break
+                for group in list(self.groups.values()):  # the joiners' histories, delivered beside the groups
+                    if not group.wait_backfills(timeout):
+                        return False
                 with self._lock:  # the status as the processed input leaves it (the event time reached)
                     self._write_status(self.server.changes(), final=True)
                 return True
@@ -266,14 +275,35 @@ class NetworkRuntime(StreamsRunner):
             self._read_quarantines()
 
     def process_all_available(self) -> None:
-        """Return once every running pipeline has processed what its inputs hold now."""
-        for stream in self.streams:
-            try:
-                if stream.isActive:
-                    stream.processAllAvailable()
-            except Exception:  # it failed: noted by check(), the others go on
-                continue
-        self.check()
+        """Return once every running pipeline has processed what its inputs hold now (a group that
+        failed meanwhile restarted from its checkpoint, when its restart is due, and waited for)."""
+        for _ in range(MAX_RESTARTS + 2):
+            for stream in self.streams:
+                try:
+                    if stream.isActive:
+                        stream.processAllAvailable()
+                except Exception:  # it failed: noted by check(), the others go on
+                    continue
+            self.check()
+            if not self._restart_groups(wait=False):
+                break
+        for group in list(self.groups.values()):  # the joiners' histories, delivered beside the groups
+            group.wait_backfills()
+
+    def _restart_groups(self, *, wait: bool) -> bool:
+        """Start again the groups whose Spark query failed and whose restart is due (``wait``: also
+        those due later, after their pause); whether any started."""
+        with self._lock:
+            failed = [g for g in self.groups.values() if g.query is None and g.failure is not None and not g.abandoned]
+        if wait and failed:
+            time.sleep(max(0.0, min(g.restart_at for g in failed) - time.monotonic()))
+        with self._lock:
+            changes = self.server.changes()
+            restarted = False
+            for group in failed:
+                if group.query is None and group.restart_due():
+                    restarted = self._start_group(group, changes) or restarted
+            return restarted
 
     @property
     def streams(self) -> list[StreamingQuery]:
@@ -281,8 +311,7 @@ class NetworkRuntime(StreamsRunner):
         with self._lock:
             own = [r.stream for r in self.running.values() if r.stream is not None and r.failure is None
                    and _failure(r.stream) is None]
-            return own + [g.query for g in self.groups.values() if g.query is not None and g.failure is None
-                          and _failure(g.query) is None]
+            return own + [g.query for g in self.groups.values() if g.query is not None and _failure(g.query) is None]
 
     def delivery_totals(self) -> tuple[int, int, int]:
         """(rows delivered, users who received rows, rows withheld outside grants) over the
@@ -305,10 +334,9 @@ class NetworkRuntime(StreamsRunner):
                     running.failure = failed
                     log.error("pipeline %s failed: %s", name, failed)
             for group in self.groups.values():
-                if group.failure is None and (failed := _failure(group.query)) is not None:
-                    group.failure = failed
-                    log.error("%s failed: %s", group.name, failed)
-                if group.failure is not None:  # its members fail with it, each reported as its own
+                if group.query is not None and (failed := _failure(group.query)) is not None:
+                    group.failed(failed)  # restarted from its checkpoint at the next poll, then after pauses
+                if group.abandoned:  # failed again and again: its members fail with it, each reported as its own
                     for running, _ in group.members.values():
                         running.failure = running.failure or group.failure
 
@@ -383,6 +411,9 @@ class NetworkRuntime(StreamsRunner):
                 group = self.groups.get(place.group) or self.groups.setdefault(place.group, StreamGroup(self, place))
                 group.host(running, place)
                 running.group = place.group
+        for group in self.groups.values():  # the store changed: a group that kept failing is tried again
+            if group.abandoned:
+                group.restarts, group.restart_at = 0, 0.0
         self.plan = plan
         self.catalog = catalog
 
@@ -458,7 +489,8 @@ class NetworkRuntime(StreamsRunner):
     def _forget_statuses(self, *, user: str | None = None, query: str | None = None) -> None:
         """Write the statuses of ``user`` (or of ``query``) at the next poll even if unchanged: their
         folders moved or are new."""
-        for written in (self._statuses, self._status_folders, self._status_times):  # all keyed (user, query)
+        for written in (self._statuses, self._status_folders, self._status_times,  # all keyed (user, query)
+                        self._status_problems):
             for key in [k for k in written if k[0] == user or k[1] == query]:
                 del written[key]
 
@@ -475,10 +507,12 @@ class NetworkRuntime(StreamsRunner):
 
     def _emitted(self, running: _Running, at: datetime) -> None:
         """A pipeline emitted a row at event time ``at`` (kept in its checkpoint: switches, handovers
-        and statuses follow it)."""
-        if running.emitted is None or at > running.emitted:
-            running.emitted = at
-            _write_time(running.checkpoint / "emitted.json", at)
+        and statuses follow it). A group's micro-batch and its backfill may say so at once: the
+        latest wins, under a lock of its own."""
+        with self._emitted_lock:
+            if running.emitted is None or at > running.emitted:
+                running.emitted = at
+                _write_time(running.checkpoint / "emitted.json", at)
 
     def query_of(self, running: _Running) -> StreamingQuery | None:
         """The Spark query that runs a pipeline: its own, or its group's."""
@@ -535,14 +569,20 @@ class NetworkRuntime(StreamsRunner):
                 self._handover(users_file.parent.parent.name, users, _read_time(users_file.parent / "emitted.json"))
 
     def _after(self, checkpoint: Path, pipeline: Pipeline) -> dict[str, datetime | None]:
-        """Per user, what this pipeline must not deliver again: fixed when the user joins it (the
-        handover of the pipeline that served them before; nothing for a user new to the query)."""
+        """Per user, what this pipeline must not deliver again: the handover of the pipeline that
+        served them last (nothing for a user new to the query), taken when the user joins it and
+        again whenever it is prepared: a user who comes back to a pipeline she left (a policy
+        changed, then changed back) must not receive again what the pipeline that served her
+        meanwhile delivered, which the returning pipeline, resuming from its checkpoint, emits too."""
         after = _read_marks(checkpoint / "after.json")
         handover = _read_marks(self.root / pipeline.query.id / "handover.json")
-        joined = [user for user in pipeline.users if user not in after]
-        for user in joined:
-            after[user] = handover.get(user)
-        if joined:
+        moved = False
+        for user in pipeline.users:
+            mark = handover.get(user)
+            if user not in after or (mark is not None and (after[user] is None or mark > after[user])):
+                moved = moved or user not in after or after[user] != mark
+                after[user] = mark
+        if moved:
             _write_marks(checkpoint / "after.json", after)
         users = checkpoint / "users.json"
         if not users.is_file() or json.loads(users.read_text(encoding="utf-8")) != list(pipeline.users):
@@ -571,19 +611,32 @@ class NetworkRuntime(StreamsRunner):
             elif not wanted and running.stream is not None and running.stream.isActive:
                 _stop(running)
         for group in self.groups.values():  # a group runs while one of its members can receive a row
-            if group.failure is not None:
+            if group.abandoned:
                 continue
-            wanted = any(self._receivable(r, changes) for r, _ in list(group.members.values()))
+            if group.query is not None and (failed := _failure(group.query)) is not None:
+                group.failed(failed)
             active = group.query is not None and group.query.isActive
-            if wanted and not active:
-                try:
-                    assert self.catalog is not None
-                    group.start(self.catalog)
-                except Exception as exc:  # the group alone: its members fail with it, the others run
-                    group.query, group.failure = None, _first_line(exc)
-                    log.error("%s cannot start: %s", group.name, group.failure)
-            elif not wanted and active:
+            if not active and group.restart_due():
+                self._start_group(group, changes)
+            elif active and not self._group_wanted(group, changes):
                 group.stop()
+
+    def _group_wanted(self, group: StreamGroup, changes: tuple[AccessChange, ...]) -> bool:
+        return any(self._receivable(r, changes) for r, _ in list(group.members.values()))
+
+    def _start_group(self, group: StreamGroup, changes: tuple[AccessChange, ...]) -> bool:
+        """Start ``group``'s Spark query if one of its members can receive a row; whether it started.
+        A group that cannot start counts as failed (restarted later; its members fail only when
+        it keeps failing), and the others run."""
+        if not self._group_wanted(group, changes):
+            return False
+        try:
+            assert self.catalog is not None
+            group.start(self.catalog)
+            return True
+        except Exception as exc:  # the group alone
+            group.failed(f"it cannot start: {_first_line(exc)}")
+            return False
 
     def _receivable(self, running: _Running, changes: tuple[AccessChange, ...]) -> bool:
         """Can some user of the pipeline still receive a row: a grant open, or ending after the
@@ -664,11 +717,18 @@ class NetworkRuntime(StreamsRunner):
                 if folder is None:
                     if identities is None:
                         identities = self.store.incarnations()
-                    self._user_folder(user, identities)
-                    folder = private_dir(safe_path(self.output, user, q.id))
-                    target = folder / STATUS
-                    if not (target.is_file() and target.read_text(encoding="utf-8") == text):
-                        _write_text(target, text)
+                    try:
+                        self._user_folder(user, identities)
+                        folder = private_dir(safe_path(self.output, user, q.id))
+                        target = folder / STATUS
+                        if not (target.is_file() and target.read_text(encoding="utf-8") == text):
+                            _write_text(target, text)
+                    except OSError as exc:  # her folder alone (something else stands where it goes): said, tried again
+                        if self._status_problems.get((user, q.id)) != str(exc):
+                            log.warning("the status of %s for %s cannot be written: %s", user, q.id, exc)
+                            self._status_problems[(user, q.id)] = str(exc)
+                        continue
+                    self._status_problems.pop((user, q.id), None)
                     self._status_folders[(user, q.id)] = folder
                 self._statuses[(user, q.id)] = facts
                 self._status_times[(user, q.id)] = now
@@ -854,17 +914,10 @@ def _check_streaming(frame: DataFrame) -> None:
 
 def _first_line(exc: BaseException) -> str:
     """An error as one line for an operator or a user: a broken record by its place (never its
-    text), else Spark's own message, without its trace."""
+    text), else the first line of what actually failed (:func:`~streamwarden.engine.failures.root_cause`:
+    never "Exception thrown in awaitResult" or a Py4J wrapper), without its trace."""
     record = broken_record(exc)
-    if record is not None:
-        return record
-    text = getattr(exc, "desc", None) or getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    if hasattr(exc, "getMessage"):
-        try:
-            text = exc.getMessage() or text
-        except Exception:
-            pass
-    return str(text).strip().splitlines()[0][:300] if str(text).strip() else type(exc).__name__
+    return record if record is not None else root_cause(exc)
 
 
 def _failure(stream: StreamingQuery | None) -> str | None:
