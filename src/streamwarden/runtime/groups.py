@@ -20,12 +20,19 @@ written — in one write for the whole group (:mod:`streamwarden.engine.fanout`)
 batch then logged once under the key of the group's micro-batch, named by her own cursor.
 
 **Members come and go without a restart.** The group reads its members at every
-micro-batch. One that joins a running group at micro-batch N first receives what the
+micro-batch. One that joins a running group at micro-batch N also receives what the
 group read before N: a batch job over exactly those files (the file source's own log in
-the group's checkpoint), delivered once, whatever crash comes between. So a member sees
-the same rows as a pipeline of its own started from the input's beginning; for an
-aggregate group, the windows the group closed before N (a window still open at N is in
-the group's state, the joiner's data included, and reaches it when it closes).
+the group's checkpoint), recorded before N commits and run beside the group by its
+backfill worker (never inside anyone's micro-batch), delivered once under its own key,
+whatever crash comes between. So a member sees the same rows as a pipeline of its own
+started from the input's beginning (the history may arrive after its first live rows);
+for an aggregate group, the windows the group closed before N (a window still open at N
+is in the group's state, the joiner's data included, and reaches it when it closes).
+
+**Nothing a member does stops the group** (see :class:`StreamGroup`): the group's input
+runs whole at every micro-batch whatever its members' plans, a member whose plan or
+history fails fails alone, and a group whose Spark query fails restarts from its
+checkpoint.
 
 A stream read through a Security Shield or a level guard has a group per role set and
 level (the template's shield and guard: members share how the stream is read); levels
