@@ -113,9 +113,17 @@ def test_a_policy_that_hides_a_members_predicate_attribute_leaves_the_shielded_g
         assert group.query is not None and group.query.isActive
     finally:
         rt.stop()
+    # and its checkpoint loads: a restart carries on where it stopped
+    write(folder, "d.jsonl", vitals(180, 60))
+    again = NetworkRuntime(spark, store, {"Vitals": str(folder)}, out, tmp_path / "cp").start(available_now=True)
+    try:
+        again.await_termination()
+        assert again.failures() == {} and all(g.failure is None for g in again.groups.values())
+    finally:
+        again.stop()
     whole = tmp_path / "whole"
     whole.mkdir()
-    for name in ("a.jsonl", "b.jsonl", "c.jsonl"):
+    for name in ("a.jsonl", "b.jsonl", "c.jsonl", "d.jsonl"):
         shutil.copy(folder / name, whole / name)
     assert rows_of(spark, out, "nurse_ana") == replayed(spark, before, "nurse_ana", PATIENTS, whole)
     # nurse_kim's pipeline of the middle emitted nothing (it saw NULL pulses), so the one that comes
