@@ -15,6 +15,12 @@ are refused too: on a case-insensitive file system they would share a folder. A 
 shaped like an access token (``swt_`` + 16 hex digits + ``_`` + 20 or more characters) is
 refused as well: names go to the audit trail and logs, which never hold a token.
 
+The columns the engine adds to rows are named in one place, :data:`RESERVED_COLUMNS` and
+:data:`RESERVED_PREFIXES` (every other name with a leading ``_`` is the system's too), so that
+the language refuses them as output columns and FROM aliases, and the catalog as stream
+attributes: inside a shared group a user's ``AS _graph`` or ``AS __carry_member`` would
+collide with the engine's own column (:func:`reserved_problem`).
+
 Every entry point checks its names (the catalog loader, ``QUERIES.yaml``, the CLI's
 arguments, :mod:`streamwarden.api`), and every per-user or per-query path is built by
 :func:`safe_path`, which checks again that the result stays under its root (following
@@ -46,6 +52,38 @@ from streamwarden.errors import StreamwardenError
 MAX_NAME_LENGTH = 64
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 GRAMMAR = "an ASCII letter, then up to 63 letters, digits or '_'"
+
+#: Every name starting with this is the system's own (a column the engine adds, ``_spark_metadata``, a
+#: hidden folder): no catalog name, output column or FROM alias may start with it (deny by default).
+SYSTEM_PREFIX = "_"
+#: The columns the engine (streamwarden.engine, streamwarden.runtime) adds beside a query's own
+#: in the rows it computes and writes, and what each holds. ``tests/test_reserved_names.py``
+#: checks that every such constant of the engine is here or under :data:`RESERVED_PREFIXES`.
+RESERVED_COLUMNS: dict[str, str] = {
+    "_policies": "the policies that authorized the row",
+    "_provenance": "each Security Shield's provider policy that let the row through",
+    "_graph": "the authorized graph the row came from",
+    "_event": "the row's event time, which grants are timed against",
+    "_arrival": "a tuple's arrival order, for [ROWS n] windows",
+    "_rank": "a tuple's place among the visible tuples of its stream",
+    "_row": "a shared group's row for one member, as JSON",
+    "_level": "the row's security level",
+    "_earliest": "the earliest result time of an ON RESULT row",
+    "_corrupt_record": "a record Spark's JSON reader could not parse",
+    "_broken": "why an input record is broken",
+    "_place": "where a broken input record was",
+    "_gov": "the policy a Security Shield applied to a tuple",
+    "_to": "the recipient a delivered row is for",
+    "__group_size": "how many tuples an aggregate row is computed over (min_group)",
+    "__time_bucket": "a replayed join's time bucket",
+}
+#: Prefixes of the columns the engine names after a number or a name: a shared template's member
+#: and its constants (``__carry_member``, ``__carry_p0``, ...) and live action values
+#: (``__action__<action>__<start|end|target>``).
+RESERVED_PREFIXES: dict[str, str] = {
+    "__carry_": "a shared group's member and its constants",
+    "__action__": "live action values",
+}
 
 #: Kinds of names that become file or folder names: they must differ in more than case.
 PATH_KINDS = frozenset({"user", "query id"})
@@ -110,7 +148,7 @@ def name_problem(kind: str, value: Any, taken: Iterable[str] = ()) -> str | None
     if not NAME.fullmatch(value):
         shown = value if len(value) <= 80 else value[:77] + "..."
         why = (f"longer than {MAX_NAME_LENGTH} characters" if NAME.fullmatch(value[:MAX_NAME_LENGTH])
-               and len(value) > MAX_NAME_LENGTH else f"a name is {GRAMMAR}")
+               and len(value) > MAX_NAME_LENGTH else reserved_problem(value) or f"a name is {GRAMMAR}")
         return f"{kind} {shown!r} is not a valid name: {why}"
     if _token_shaped(value):  # not echoed: it may be someone's token
         return (f"{kind} must not look like an access token (swt_, 16 hex digits, '_' and more): names are "
@@ -122,6 +160,27 @@ def name_problem(kind: str, value: Any, taken: Iterable[str] = ()) -> str | None
             return (f"{kind} {value!r} differs from {other!r} only in case: {kind}s name folders, so they must "
                     "differ in more than case")
     return None
+
+
+def reserved_problem(name: str) -> str | None:
+    """Why ``name`` may not name a column of a query's rows (an output column, a FROM alias, a
+    stream attribute): it is, or is shaped like, a column the engine adds (None: it may).
+
+    >>> reserved_problem("value"), reserved_problem("_graph")
+    (None, "'_graph' is the column the engine adds to every row for the authorized graph the row came from")
+    >>> reserved_problem("__carry_member")
+    "names starting with '__carry_' are the engine's columns for a shared group's member and its constants"
+    >>> reserved_problem("_mine")
+    "names starting with '_' are the system's own"
+    """
+    if not name.startswith(SYSTEM_PREFIX):
+        return None
+    if name in RESERVED_COLUMNS:
+        return f"{name!r} is the column the engine adds to every row for {RESERVED_COLUMNS[name]}"
+    for prefix, holds in RESERVED_PREFIXES.items():
+        if name.startswith(prefix):
+            return f"names starting with {prefix!r} are the engine's columns for {holds}"
+    return f"names starting with {SYSTEM_PREFIX!r} are the system's own"
 
 
 def _candidates(kind: str, value: str, taken: Iterable[str]) -> Iterable[str]:
@@ -330,5 +389,6 @@ def inside(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> bool
     return Path(path).resolve().is_relative_to(Path(folder).resolve())
 
 
-__all__ = ["GRAMMAR", "InvalidName", "MAX_NAME_LENGTH", "NAME", "UnsafePath", "check_catalog_names", "check_name",
-           "check_names", "inside", "make_private", "name_problem", "open_private", "private_dir", "safe_path"]
+__all__ = ["GRAMMAR", "InvalidName", "MAX_NAME_LENGTH", "NAME", "RESERVED_COLUMNS", "RESERVED_PREFIXES",
+           "SYSTEM_PREFIX", "UnsafePath", "check_catalog_names", "check_name", "check_names", "inside", "make_private",
+           "name_problem", "open_private", "private_dir", "reserved_problem", "safe_path"]
