@@ -29,9 +29,9 @@ def test_every_paper_query_parses(text: str) -> None:
 
 
 def test_windows_durations_and_variants() -> None:
-    q = parse_query("SELECT COUNT(*) AS n FROM S AS x [RANGE 2 hours, SLIDE 10 seconds] WHERE x.a = 'it''s'")
+    q = parse_query("SELECT COUNT(*) AS n FROM S AS x [RANGE 2 hours, SLIDE 10 min] WHERE x.a = 'it''s'")
     window = q.sources[0].window
-    assert (window.kind, window.size_seconds, window.slide_seconds) == ("range", 7200.0, 10.0)
+    assert (window.kind, window.size_seconds, window.slide_seconds) == ("range", 7200.0, 600.0)
     assert q.sources[0].alias == "x"
     assert parse_query("SELECT a FROM S [NOW]").sources[0].window.kind == "now"
     assert parse_query("SELECT a FROM S [UNBOUNDED]").sources[0].window.kind == "unbounded"

@@ -34,7 +34,8 @@ from streamwarden.errors import CatalogError, SourceError, SourceText, Span, Str
 from streamwarden.records import text_problem
 from streamwarden.language import ast
 from streamwarden.language.expressions import Scope, bind_expression, parse_timestamp
-from streamwarden.language.parser import MAX_DURATION_SECONDS, MIN_DURATION_SECONDS, parse_duration, parse_expression
+from streamwarden.language.parser import (MAX_DURATION_SECONDS, MAX_WINDOWS_PER_TUPLE, MIN_DURATION_SECONDS,
+                                          parse_duration, parse_expression, seconds_text, windows_per_tuple)
 from streamwarden.names import check_catalog_names
 
 Path_ = tuple[object, ...]
@@ -694,4 +695,14 @@ class _Loader:
         for key in spec:
             if key not in ("size", "offset"):
                 self.fail(path + (key,), f"policy {pid}: unknown window key {key!r}", key=True)
+        self.check_grid(pid, values[0], values[1], path)
         return values[0], values[1]
+
+    def check_grid(self, pid: str, size: float, offset: float, path: Path_) -> None:
+        """A policy's grid is a window the engine runs (a query's window snaps up onto it): it may put
+        each tuple in at most MAX_WINDOWS_PER_TUPLE windows, as a query's own may (parser.py)."""
+        count = windows_per_tuple(size, offset or size) if size else 1
+        if count > MAX_WINDOWS_PER_TUPLE:
+            self.fail(path, f"policy {pid}: a window of {seconds_text(size)} on a grid of {seconds_text(offset)} puts "
+                            f"each tuple in {count:,} windows (at most {MAX_WINDOWS_PER_TUPLE} are allowed): make the "
+                            f"offset at least {seconds_text(size / MAX_WINDOWS_PER_TUPLE)} or the size smaller")

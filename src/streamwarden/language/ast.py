@@ -79,6 +79,7 @@ class SelectItem:
     expr: Expr | Star
     alias: str | None
     span: Span = field(compare=False, repr=False)
+    alias_span: Span | None = field(default=None, compare=False, repr=False)  # where the alias is written
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,7 @@ class FromItem:
     alias: str | None
     window: Window | None
     span: Span = field(compare=False, repr=False)
+    alias_span: Span | None = field(default=None, compare=False, repr=False)  # where the alias is written
 
     @property
     def name(self) -> str:

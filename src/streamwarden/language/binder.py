@@ -25,6 +25,7 @@ from streamwarden.language import ast
 from streamwarden.language.expressions import Scope, bind_expression
 from streamwarden.language.insert_sp import InsertSp
 from streamwarden.language.parser import parse_query
+from streamwarden.names import reserved_problem
 from streamwarden.plan import expr as E
 from streamwarden.plan.nodes import AggCall, Aggregate, Filter, Join, Node, Project, Source, render_tree
 
@@ -72,6 +73,14 @@ class _QueryBinder:
     def error(self, message: str, span: Span) -> BindError:
         return BindError(message, self.source, span)
 
+    def check_reserved(self, what: str, name: str, span: Span) -> None:
+        """Refuse an output column or FROM alias named like a column the engine adds to rows
+        (:func:`streamwarden.names.reserved_problem`): in a shared group it would collide with it."""
+        problem = reserved_problem(name)
+        if problem is not None:
+            raise self.error(f"{what} {name!r} is reserved ({problem}): choose a name that does not start with '_'",
+                             span)
+
     def bind(self) -> Node:
         inputs = self.inputs()
         scope = Scope({s.relation: self.stream_def(s.stream) for s in inputs}, actions=frozenset(self.catalog.actions),
@@ -112,6 +121,8 @@ class _QueryBinder:
                 known = ', '.join(self.catalog.streams) or 'none'
                 hint = f" (did you mean {close[0]}?)" if close else f" (known: {known})"
                 raise self.error(f"unknown stream {item.stream!r}{hint}", item.span)
+            if item.alias is not None:
+                self.check_reserved("the alias", item.alias, item.alias_span or item.span)
             if any(s.relation == item.name for s in sources):
                 raise self.error(f"{item.name!r} appears twice in FROM: give each occurrence its own alias", item.span)
             sources.append(Source(stream.name, item.name, self.stream_def(stream.name).schema, item.window,
@@ -156,6 +167,7 @@ class _QueryBinder:
                         f"{self.source.line_col(spans[name].start)[1]}): add AS <alias> to tell them apart",
                         span,
                     )
+                self.check_reserved("output column", name, item.alias_span or span)
                 self.check_level_name(name, expr, inputs, span)
                 spans[name] = span
                 items.append((name, expr))
@@ -201,6 +213,7 @@ class _QueryBinder:
                 name = item.alias or matches[0]
                 if item.alias:
                     groups = [(item.alias if g == expr else n, g) for n, g in groups]
+            self.check_reserved("output column", name, item.alias_span or item.span)
             self.check_level_name(name, None, inputs, item.span)
             if name in order or name in ("window_start", "window_end", "ts"):
                 raise self.error(f"output column {name!r} appears twice: add AS <alias> to tell them apart", item.span)

@@ -62,6 +62,11 @@ MAX_LONG = 2**63 - 1  # integer literals are Spark longs at most
 MAX_ROWS = 1_000_000  # [ROWS n]
 MAX_DURATION_SECONDS = 100 * 365.25 * 86400  # 100 years: windows, slides, policy windows
 MIN_DURATION_SECONDS = 1e-6  # Spark keeps event time in microseconds
+#: The most windows ``[RANGE size SLIDE slide]`` may put each tuple in (size over slide, rounded up):
+#: Spark copies every tuple into each window it falls in, before any filter, so a day sliding by a
+#: second multiplies every reading 86,400-fold (and its analysis alone outlasts a registration).
+#: A day of 15-minute slides is 96. Policies' windows (``window: {size, offset}``) are held to it too.
+MAX_WINDOWS_PER_TUPLE = 100
 
 
 class _Parser(TokenCursor):
@@ -160,33 +165,37 @@ class _Parser(TokenCursor):
             end = self.advance().span
             return ast.SelectItem(ast.Star(start.merge(end), qualifier), None, start.merge(end))
         expr = self.expr()
-        alias = None
-        if self.accept("AS"):
-            alias = self.ident("an alias after AS").text
-        elif self.tok.kind == "IDENT" and not self.at_on_result():
-            alias = self.advance().text
-        return ast.SelectItem(expr, alias, start.merge(expr.span))
+        alias = self.alias()
+        if alias is None:
+            return ast.SelectItem(expr, None, start.merge(expr.span))
+        return ast.SelectItem(expr, alias.text, start.merge(expr.span), alias.span)
 
     def from_item(self) -> ast.FromItem:
         stream = self.ident("a stream name")
-        alias = None
-        if self.accept("AS"):
-            alias = self.ident("an alias after AS").text
-        elif self.tok.kind == "IDENT" and not self.at_on_result():
-            alias = self.advance().text
+        alias = self.alias()
         window = self.window() if self.tok.kind == "[" else None
-        return ast.FromItem(stream.text, alias, window, stream.span)
+        if alias is None:
+            return ast.FromItem(stream.text, None, window, stream.span)
+        return ast.FromItem(stream.text, alias.text, window, stream.span, alias.span)
+
+    def alias(self) -> Token | None:
+        """``[AS] ident`` after a select item or a stream, if there is one."""
+        if self.accept("AS"):
+            return self.ident("an alias after AS")
+        if self.tok.kind == "IDENT" and not self.at_on_result():
+            return self.advance()
+        return None
 
     def window(self) -> ast.Window:
         open_ = self.expect("[")
         kind = self.tok.kind
         if self.accept("RANGE"):
-            size = self.duration()
-            slide = None
+            size, size_text = self.timed()
+            slide, slide_text = None, ""
             if self.tok.kind == "," and self.peek().kind == "SLIDE":
                 self.advance()
             if self.accept("SLIDE"):
-                slide = self.duration()
+                slide, slide_text = self.timed()
             window = ast.Window("range", size, slide, span=open_.span)
         elif self.accept("ROWS"):
             count = self.expect("NUMBER", "a row count after ROWS")
@@ -206,8 +215,26 @@ class _Parser(TokenCursor):
             raise AssertionError
         close = self.expect("]", "']' to close the window")
         del kind
-        return ast.Window(window.kind, window.size_seconds, window.slide_seconds, window.rows,
-                          span=open_.span.merge(close.span))
+        span = open_.span.merge(close.span)
+        if window.kind == "range" and window.size_seconds is not None and window.slide_seconds is not None:
+            self.check_windows_per_tuple(window.size_seconds, window.slide_seconds, size_text, slide_text, span)
+        return ast.Window(window.kind, window.size_seconds, window.slide_seconds, window.rows, span=span)
+
+    def check_windows_per_tuple(self, size: float, slide: float, size_text: str, slide_text: str, span: Span) -> None:
+        """Refuse a window that puts each tuple in more than :data:`MAX_WINDOWS_PER_TUPLE` windows."""
+        count = windows_per_tuple(size, slide)
+        if count > MAX_WINDOWS_PER_TUPLE:
+            raise QuerySyntaxError(
+                f"RANGE {size_text} SLIDE {slide_text} puts each tuple in {count:,} windows (at most "
+                f"{MAX_WINDOWS_PER_TUPLE} are allowed): make the SLIDE at least "
+                f"{seconds_text(size / MAX_WINDOWS_PER_TUPLE)} or the RANGE shorter", self.source, span)
+
+    def timed(self) -> tuple[float, str]:
+        """A window's duration (:meth:`duration`) and its text as written, on one line."""
+        first = self.tok.span
+        seconds = self.duration()
+        last = self.tokens[self.pos - 1].span
+        return seconds, " ".join(self.source.text[first.start : last.end].split())
 
     def duration(self, *, zero: bool = False, what: str = "a window duration") -> float:
         number = self.expect("NUMBER", "a duration such as '10 seconds' or '5 min'")
@@ -429,6 +456,34 @@ class _Parser(TokenCursor):
         span = name.span.merge(close.span)
         written = " ".join(self.source.text[span.start : span.end].split())
         return self.built(ast.Call(name.upper, tuple(args), star, written, span=span), *args, at=name)
+
+
+def windows_per_tuple(size_seconds: float, slide_seconds: float | None) -> int:
+    """The most windows of ``size_seconds`` sliding by ``slide_seconds`` one tuple falls in: size over
+    slide rounded up, in Spark's microseconds (a tumbling window, no slide or one of at least the
+    size, holds each tuple once at most).
+
+    >>> windows_per_tuple(86400, 1), windows_per_tuple(86400, 900), windows_per_tuple(10, 3), windows_per_tuple(60, 120)
+    (86400, 96, 4, 1)
+    """
+    if not slide_seconds:
+        return 1
+    size, slide = max(1, round(size_seconds * 1e6)), max(1, round(slide_seconds * 1e6))
+    return max(1, -(-size // slide))
+
+
+def seconds_text(seconds: float) -> str:
+    """A duration in its largest whole unit, for messages.
+
+    >>> seconds_text(864), seconds_text(36), seconds_text(7200), seconds_text(1), seconds_text(0.0125)
+    ('14.4 min', '36 seconds', '2 hours', '1 second', '12.5 ms')
+    """
+    for one, many, size in (("day", "days", 86400.0), ("hour", "hours", 3600.0), ("min", "min", 60.0),
+                            ("second", "seconds", 1.0)):
+        if seconds >= size:
+            amount = seconds / size
+            return f"{amount:g} {one if amount == 1 else many}"
+    return f"{seconds * 1000:g} ms"
 
 
 def _respan(expr: ast.Expr, span: Span) -> ast.Expr:
