@@ -64,9 +64,9 @@ if TYPE_CHECKING:  # what type checkers see; at run time each module loads on fi
     from streamwarden.api.spark import (Progress, ProgressWatch, Runner, SparkSettings, describe_failure,
                                         keep_running, lower_priority, progress_watch, silence_spark_log,
                                         spark_log_path, start_logged_spark, stop_quietly, using_spark)
-    from streamwarden.api.values import (MAX_SN, InsertSp, checked_sp_record, format_timestamp, names_no_zone,
-                                         parse_duration, parse_sp_statements, parse_timestamp, shown, sp_records,
-                                         typed_value)
+    from streamwarden.api.values import (MAX_SN, MAX_WINDOWS_PER_TUPLE, InsertSp, check_cql, checked_sp_record,
+                                         format_timestamp, names_no_zone, parse_duration, parse_sp_statements,
+                                         parse_timestamp, shown, sp_records, typed_value)
 
 #: The modules, lightest first: a name of the store's (the command line's help) loads no Spark.
 _MODULES = ("store", "catalog", "identity", "values", "queries", "network", "spark")
@@ -110,6 +110,6 @@ __all__ = [
     "Progress", "ProgressWatch", "Runner", "SparkSettings", "describe_failure", "keep_running", "lower_priority",
     "progress_watch", "silence_spark_log", "spark_log_path", "start_logged_spark", "stop_quietly", "using_spark",
     # values
-    "MAX_SN", "InsertSp", "checked_sp_record", "format_timestamp", "names_no_zone", "parse_duration",
-    "parse_sp_statements", "parse_timestamp", "shown", "sp_records", "typed_value",
+    "MAX_SN", "MAX_WINDOWS_PER_TUPLE", "InsertSp", "check_cql", "checked_sp_record", "format_timestamp",
+    "names_no_zone", "parse_duration", "parse_sp_statements", "parse_timestamp", "shown", "sp_records", "typed_value",
 ]

@@ -20,9 +20,23 @@ from streamwarden.catalog.punctuations import MAX_SN, checked_sp_record, sp_reco
 from streamwarden.catalog.values import shown, typed_value
 from streamwarden.language.expressions import names_no_zone, parse_timestamp
 from streamwarden.language.insert_sp import InsertSp, parse_insert_sp
-from streamwarden.language.parser import parse_duration
+from streamwarden.language.parser import MAX_WINDOWS_PER_TUPLE, parse_duration, parse_query
 from streamwarden.plan.expr import format_timestamp
 from streamwarden.security.punctuation.generate import policy_from_statements
+
+
+def check_cql(text: str, name: str = "<query>") -> None:
+    """Refuse a CQL text that does not parse or goes beyond a limit of the language (its length,
+    nesting, a window that puts each tuple in more than :data:`MAX_WINDOWS_PER_TUPLE` windows, ...),
+    with no catalog and in microseconds: what a front end checks before anything costly. Raises a
+    :class:`~streamwarden.errors.QuerySyntaxError` naming ``name``, line and column.
+
+        >>> check_cql("SELECT a FROM S [RANGE 1 day SLIDE 15 min]")
+        >>> check_cql("SELECT a FROM S [RANGE 1 day SLIDE 1 second]")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        streamwarden.errors.QuerySyntaxError: <query>:1:17: RANGE 1 day SLIDE 1 second puts each tuple in ...
+    """
+    parse_query(text, name)
 
 
 def parse_sp_statements(texts: Sequence[str]) -> list[InsertSp]:
@@ -40,6 +54,6 @@ def sp_records(statements: Sequence[InsertSp], ts: datetime, provider: tuple[str
 
 
 __all__ = [
-    "MAX_SN", "InsertSp", "checked_sp_record", "format_timestamp", "names_no_zone", "parse_duration",
-    "parse_sp_statements", "parse_timestamp", "shown", "sp_records", "typed_value",
+    "MAX_SN", "MAX_WINDOWS_PER_TUPLE", "InsertSp", "check_cql", "checked_sp_record", "format_timestamp",
+    "names_no_zone", "parse_duration", "parse_sp_statements", "parse_timestamp", "shown", "sp_records", "typed_value",
 ]

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from streamwarden.api import (AuthorizationServer, Catalog, GenerationCache, Principal, RegisteredQuery, Rewriting,
-                              UnknownName, access_periods, authorize_registered, delivered_rows, explain_json,
-                              forget_query, format_timestamp, own_id, parse_own_id)
+                              UnknownName, access_periods, authorize_registered, check_cql, delivered_rows,
+                              explain_json, forget_query, format_timestamp, own_id, parse_own_id)
 from streamwarden.errors import SourceError, StreamwardenError
 from streamwarden.names import MAX_NAME_LENGTH, name_problem
 from streamwarden.service.errors import ApiError, not_found
@@ -166,13 +166,14 @@ class QueryBook:
                     catalog: Catalog) -> tuple[Entry, Rewriting]:
         """The caller's query ``public`` secured for her (see the module docstring), not stored yet."""
         _check_id(public)
+        text = _check_text(text)  # the language's own bounds (a window's cost, ...) before counting her queries
         self._check_room(caller.name, self._own(caller.name))  # before compiling anything
         internal = own_id(caller.name, public)
         if len(internal) > MAX_NAME_LENGTH:
             raise ApiError(422, f"the query id {public!r} is too long for user {caller.name} (the user name and "
                                 f"the id together must stay within {MAX_NAME_LENGTH - 4} characters)",
                            field="id")
-        registered = RegisteredQuery(internal, (caller.name,), _check_text(text), level, owner=caller.name, opens=())
+        registered = RegisteredQuery(internal, (caller.name,), text, level, owner=caller.name, opens=())
         return Entry(public, internal, caller.name, registered), explain_for(catalog, registered, caller.name)
 
     def register_own(self, entry: Entry, settle: Callable[[], None], checkpoint_root: Path | None) -> None:
@@ -229,6 +230,7 @@ class QueryBook:
         if parse_own_id(public) is not None:
             raise ApiError(422, f"query ids of the form u<NN><user>_<id> are users' own queries: choose another id "
                                 f"than {public!r}", field="id")
+        text = _check_text(text)  # once, with its line and column, not once per listed user
         if not users or len(users) > 10_000:
             raise ApiError(422, "users must list the users the query is registered for", field="users")
         declared = catalog.users
@@ -236,7 +238,7 @@ class QueryBook:
             if not isinstance(user, str) or name_problem("user", user) is not None or user not in declared:
                 raise ApiError(422, f"unknown user {str(user)[:64]!r}: the catalog declares "
                                     f"{', '.join(sorted(declared)) or 'no users'}", field="users")
-        registered = RegisteredQuery(public, tuple(dict.fromkeys(users)), _check_text(text), level)
+        registered = RegisteredQuery(public, tuple(dict.fromkeys(users)), text, level)
         outcomes: dict[str, Rewriting | str] = {}
         for user in registered.users:
             try:
@@ -313,10 +315,16 @@ def _check_id(public: Any) -> None:
 
 
 def _check_text(text: Any) -> str:
+    """The CQL text, if it parses within the language's bounds (:func:`streamwarden.api.check_cql`:
+    no catalog, no security pass); else 422 naming its line and column."""
     if not isinstance(text, str) or not text.strip():
         raise ApiError(422, "query must be the CQL text of a query", field="query")
     if len(text) > MAX_QUERY_TEXT:
         raise ApiError(422, f"the query is longer than {MAX_QUERY_TEXT} characters", field="query")
+    try:
+        check_cql(text)
+    except SourceError as exc:
+        raise ApiError(422, exc.message, line=exc.line, column=exc.column, field="query") from None
     return text
 
 
