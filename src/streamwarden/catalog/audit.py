@@ -200,18 +200,17 @@ def append(store: str | CatalogStore | Engine, principal: str, action: str, obje
             try:
                 with engine.begin() as conn:
                     return _append(conn, values)
-            except (IntegrityError, _Raced):
-                continue  # another process appended between our read of the head and our write
-    raise AuditError(f"could not append to the audit trail: {_RETRIES} concurrent writers were faster")
+            except (IntegrityError, Raced) as exc:  # another process appended between our read of the head and
+                why = _refusal(exc)                 # our write (or the store refuses the record: said at the end)
+    raise AuditError(f"could not append to the audit trail: {_RETRIES} concurrent writers were faster, or the store "
+                     f"refuses the record ({why})")
 
 
 def append_all(store: str | CatalogStore | Engine, entries: Iterable[Mapping[str, Any]]) -> int:
     """Append several records in one transaction (a service's writer: one commit per group of
     requests, not per request); each entry holds :func:`append`'s arguments by name. All
     fields are checked first: one bad entry raises :class:`AuditError` and nothing is written."""
-    rows = [_fields(e["principal"], e["action"], e["object"], e["outcome"], e.get("policies", ()),
-                    e.get("request_id"), e.get("detail"), e.get("now") or datetime.now(timezone.utc))
-            for e in entries]
+    rows = _checked(entries)
     if not rows:
         return 0
     with _opened(store) as engine, _lock:
@@ -220,13 +219,54 @@ def append_all(store: str | CatalogStore | Engine, entries: Iterable[Mapping[str
                 with engine.begin() as conn:
                     _append_chain(conn, rows)
                 return len(rows)
-            except (IntegrityError, _Raced):
-                continue
-    raise AuditError(f"could not append to the audit trail: {_RETRIES} concurrent writers were faster")
+            except (IntegrityError, Raced) as exc:
+                why = _refusal(exc)
+    raise AuditError(f"could not append to the audit trail: {_RETRIES} concurrent writers were faster, or the store "
+                     f"refuses the records ({why})")
 
 
-class _Raced(Exception):
-    """The head moved between reading it and updating it."""
+def _refusal(exc: Exception) -> str:
+    """What the store said when an append lost its place (a race, or a constraint of the store's own)."""
+    if isinstance(exc, IntegrityError):
+        return clean_text(f"{type(exc.orig).__name__}: {exc.orig}", 160)
+    return str(exc) or "the head moved"
+
+
+def append_in(conn: Connection, entries: Iterable[Mapping[str, Any]]) -> None:
+    """Append records (:func:`append_all`'s entries) in the caller's transaction, so that a
+    change to the store and its records commit together or not at all
+    (:mod:`streamwarden.catalog.changes`). The head row is written first, which takes the
+    store's write lock (SQLite) or the row's (PostgreSQL): no other writer moves the head
+    before these records are chained to it. Call :func:`ready` before the transaction opens.
+    Raises :class:`AuditError` for a bad field and :class:`Raced` when another writer took
+    the records' place (roll back, and try the whole transaction again)."""
+    rows = _checked(entries)
+    if not rows:
+        return
+    try:
+        conn.execute(update(_head).where(_head.c.id == 1).values(seq=_head.c.seq))  # the lock; changes nothing
+        _append_chain(conn, rows)
+    except IntegrityError as exc:  # a seq taken (a new trail's first records, raced), or the store refused
+        raise Raced(_refusal(exc)) from exc
+
+
+def ready(engine: Engine) -> None:
+    """Make the trail's tables in ``engine`` if missing: before a transaction that appends with
+    :func:`append_in` opens (creating them inside it would wait for its own lock)."""
+    if engine not in _ready:
+        create_tables(engine, _metadata)
+        _ready.add(engine)
+
+
+def _checked(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each entry's stored fields, checked (:func:`_fields`)."""
+    return [_fields(e["principal"], e["action"], e["object"], e["outcome"], e.get("policies", ()),
+                    e.get("request_id"), e.get("detail"), e.get("now") or datetime.now(timezone.utc))
+            for e in entries]
+
+
+class Raced(Exception):
+    """The head moved between reading it and updating it, or another writer took a record's seq."""
 
 
 def _append(conn: Connection, values: dict[str, Any]) -> AuditRecord:
@@ -244,7 +284,7 @@ def _append(conn: Connection, values: dict[str, Any]) -> AuditRecord:
         conn.execute(insert(_head).values(id=1, seq=row["seq"], hash=row["hash"]))  # IntegrityError if raced
     elif conn.execute(update(_head).where(_head.c.id == 1, _head.c.seq == last_seq)
                       .values(seq=row["seq"], hash=row["hash"])).rowcount != 1:
-        raise _Raced()
+        raise Raced()
     return _record(row)
 
 
@@ -269,7 +309,7 @@ def _append_chain(conn: Connection, rows: list[dict[str, Any]]) -> None:
         conn.execute(insert(_head).values(id=1, seq=seq, hash=prev))
     elif conn.execute(update(_head).where(_head.c.id == 1, _head.c.seq == last_seq)
                       .values(seq=seq, hash=prev)).rowcount != 1:
-        raise _Raced()
+        raise Raced()
 
 
 def _fields(principal: str, action: str, object: str, outcome: str, policies: Iterable[str],
@@ -576,9 +616,10 @@ def _opened(store: str | CatalogStore | Engine) -> Iterator[Engine]:
             raise NoStore(f"no store at {the_store.url}")
         engine, owned = create_engine(the_store.url), True
     try:
-        if owned or engine not in _ready:
+        if owned:
             create_tables(engine, _metadata)
-            _ready.add(engine)
+        else:
+            ready(engine)
         yield engine
     finally:
         if owned:
@@ -621,5 +662,5 @@ def _record(row: _Row) -> AuditRecord:
                        row["request_id"], detail, row["prev"], row["hash"])
 
 
-__all__ = ["append_all", "AuditError", "AuditRecord", "GENESIS", "REDACTED", "VerifyResult", "append", "clean_text",
-           "parse_anchor", "records", "verify", "writable"]
+__all__ = ["append_all", "append_in", "AuditError", "AuditRecord", "GENESIS", "REDACTED", "Raced", "VerifyResult",
+           "append", "clean_text", "parse_anchor", "ready", "records", "verify", "writable"]
