@@ -169,7 +169,9 @@ def test_a_user_cannot_register_queries_without_bound(client, tokens, service):
     """Each own query is a pipeline of its own (a Spark streaming query, its micro-batches, the
     network's poll over it): a user who registers hundreds slows every micro-batch of everyone."""
     from streamwarden.service import queries
+    from streamwarden.service.limits import RateLimit
 
+    service.churn = RateLimit(100)  # the bound on queries held, not the rate of registering them (test_limits.py)
     MAX_OWN_QUERIES = getattr(queries, "MAX_OWN_QUERIES", 100)
     answers = [client.post("/v1/queries", json={"id": f"q{i}", "query": Q}, headers=tokens.header("ann")).status_code
                for i in range(MAX_OWN_QUERIES + 1)]

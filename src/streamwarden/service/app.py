@@ -40,8 +40,10 @@ from streamwarden.api import (MAX_CURSOR, STREAM, AccessChange, AuthorizationSer
 from streamwarden.errors import SourceError, StreamwardenError
 from streamwarden.names import name_problem
 from streamwarden.service.auth import Authenticator
-from streamwarden.service.errors import ApiError, forbidden, position_of, unauthenticated
+from streamwarden.service.errors import ApiError, forbidden, position_of, retry_later, unauthenticated
 from streamwarden.service.host import NetworkHost
+from streamwarden.service.limits import (CHURN_PER_MINUTE, DRY_RUNS_PER_MINUTE, CheckerBusy, CheckTimedOut,
+                                         RateLimit)
 from streamwarden.service.metrics import Metrics
 from streamwarden.service.providers import MAX_BODY, MAX_CLOCK_SKEW, append_records, check_records
 from streamwarden.service.queries import Entry, QueryBook, explain_for, explanation, periods_json
@@ -76,6 +78,10 @@ class Service:
     metrics: Metrics = field(default_factory=Metrics)
     #: how far ahead of this service's clock a provider's event time may be
     max_clock_skew: timedelta = MAX_CLOCK_SKEW
+    #: registrations plus removals per caller and minute (service/limits.py: in this process's memory)
+    churn: RateLimit = field(default_factory=lambda: RateLimit(CHURN_PER_MINUTE))
+    #: dry runs per caller and minute, counted apart from the churn
+    dry_runs: RateLimit = field(default_factory=lambda: RateLimit(DRY_RUNS_PER_MINUTE))
 
     book: QueryBook = field(init=False)
     wakeups: Wakeups = field(init=False)
@@ -98,9 +104,27 @@ class Service:
         Without a network (the contract's tests) only the security passes have checked it."""
         if self.host is None:
             return
-        problem = self.host.runnable_problem(registered, catalog)
+        try:
+            problem = self.host.runnable_problem(registered, catalog)
+        except CheckTimedOut as exc:
+            raise ApiError(422, f"the network could not check this query within {exc.seconds:g} s: Spark's analysis "
+                                "of its plan takes longer than a registration may (fewer streams, joins or windows "
+                                "make it quicker)", field="query") from None
+        except CheckerBusy as exc:
+            raise retry_later(503, f"the network is busy checking other registrations: try again in "
+                                   f"{exc.retry_after} s", exc.retry_after) from None
         if problem is not None:
             raise ApiError(422, f"the network cannot run this query: {problem}", field="query")
+
+    def limit_churn(self, principal: Principal, *, dry_run: bool = False) -> None:
+        """429 when ``principal`` has registered and removed queries (or, with ``dry_run``, tried
+        them) faster than its bucket allows: before anything is loaded or compiled."""
+        limit = self.dry_runs if dry_run else self.churn
+        wait = limit.wait(principal.label)
+        if wait is not None:
+            what = "dry runs" if dry_run else "registrations and removals of queries"
+            raise retry_later(429, f"you may make at most {limit.per_minute} {what} a minute: try again in "
+                                   f"{wait} s", wait)
 
     def policies(self, query: str, user: str) -> tuple[str, ...]:
         """The policies of the graphs that serve ``user``'s rows of ``query`` (for the audit trail)."""
@@ -226,6 +250,7 @@ def create_app(service: Service) -> FastAPI:
     def register(body: QueryIn, request: Request, dry_run: bool = False) -> JSONResponse:
         """Register a query for yourself (admins: with ``users``, for those users). ``dry_run``: only explain."""
         principal = user_caller(request, "query.create", f"query:{_short(body.id)}")
+        service.limit_churn(principal, dry_run=dry_run)  # before anything is loaded or compiled
         catalog = service.store.load()
         book = service.book
         if body.users is not None:
@@ -276,6 +301,7 @@ def create_app(service: Service) -> FastAPI:
     @app.delete("/v1/queries/{query_id}")
     def delete_query(query_id: str, request: Request, owner: str | None = OWNER) -> dict[str, Any]:
         principal = user_caller(request, "query.delete", f"query:{_short(query_id)}")
+        service.limit_churn(principal)
         entry = service.book.find(principal, query_id, owner)
         request.state.object = f"query:{entry.ref}"
         if entry.owner != principal.name and not principal.admin:
@@ -758,7 +784,7 @@ def _short(text: str) -> str:
 def _errors(app: FastAPI, service: Service) -> None:
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status)
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers or None)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -792,7 +818,7 @@ def _errors(app: FastAPI, service: Service) -> None:
 
 
 _OUTCOMES = {401: "unauthenticated", 403: "denied", 404: "not-found", 405: "refused", 409: "conflict",
-             413: "refused", 422: "refused"}
+             413: "refused", 422: "refused", 429: "throttled", 503: "busy"}
 
 
 #: Methods recorded by name (``http.get``); any other is ``http.other``, the method itself in the detail.

@@ -18,6 +18,7 @@ class ApiError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers: dict[str, str] = {}  # e.g. Retry-After on a 429 or a 503 (retry_later)
         self.extra = {k: _encodable(v) if isinstance(v, str) else v for k, v in extra.items() if v is not None}
 
     def body(self) -> dict[str, Any]:
@@ -45,6 +46,18 @@ def not_found(what: str) -> ApiError:
     return ApiError(404, what)
 
 
+def retry_later(status: int, message: str, seconds: int) -> ApiError:
+    """A refusal the caller may try again in ``seconds`` (429: too many requests; 503: busy).
+
+    >>> refused = retry_later(429, "too many registrations: try again in 3 s", 3)
+    >>> refused.status, refused.headers, refused.body()
+    (429, {'Retry-After': '3'}, {'error': 'too many registrations: try again in 3 s'})
+    """
+    error = ApiError(status, message)
+    error.headers["Retry-After"] = str(max(1, seconds))
+    return error
+
+
 def position_of(message: str) -> dict[str, int]:
     """``line``/``column`` from a message that starts ``NAME:LINE:COLUMN:`` (the loaders' form).
 
@@ -59,4 +72,4 @@ def position_of(message: str) -> dict[str, int]:
     return {}
 
 
-__all__ = ["ApiError", "forbidden", "not_found", "position_of", "unauthenticated"]
+__all__ = ["ApiError", "forbidden", "not_found", "position_of", "retry_later", "unauthenticated"]

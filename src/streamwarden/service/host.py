@@ -7,7 +7,10 @@ request that must see its change applied at once (a registration, a removal) cal
 :meth:`NetworkHost.refresh`. A pipeline that cannot start or fails is reported in
 :meth:`NetworkHost.pipelines`, its users' status and the log, once; the other pipelines and
 the HTTP service keep running. A registration is first compiled as the network would run
-it (:meth:`NetworkHost.runnable_problem`), so a query Spark cannot run is refused up front.
+it (:meth:`NetworkHost.runnable_problem`), so a query Spark cannot run is refused up front;
+those checks run one at a time, each for at most ``check_seconds``
+(:class:`~streamwarden.service.limits.OneAtATime`): parallel registrations queue for Spark's
+analysis in the driver every pipeline shares instead of each analysing at once.
 A broken input record stops nothing: the network quarantines it, and
 :meth:`NetworkHost.pipelines` counts them per pipeline, with the place of the latest
 micro-batch's first.
@@ -30,15 +33,20 @@ from streamwarden.api import (Catalog, NetworkRuntime, PipelineStatus, Registere
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
+from streamwarden.service.limits import CHECK_SECONDS, CHECK_WAIT_SECONDS, OneAtATime
+
 log = logging.getLogger("streamwarden.service")
 
 
 class NetworkHost:
     """The running network behind the service (see the module docstring)."""
 
-    def __init__(self, runtime: NetworkRuntime, *, poll_seconds: float = 1.0):
+    def __init__(self, runtime: NetworkRuntime, *, poll_seconds: float = 1.0, check_seconds: float = CHECK_SECONDS,
+                 check_wait: float = CHECK_WAIT_SECONDS):
         self.runtime = runtime  # started (streamwarden.api.start_network)
         self.poll_seconds = poll_seconds
+        #: registrations' checks (runnable_problem): one at a time, each bounded
+        self.checks = OneAtATime(check_seconds, wait=check_wait)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="streamwarden-network", daemon=True)
         self._applying = threading.Condition(threading.Lock())  # refresh(): who asked, which poll covers them
@@ -97,6 +105,7 @@ class NetworkHost:
         if self._thread.is_alive():
             self._thread.join(timeout=60)
         deadline = time.monotonic() + batch_grace
+        self.checks.idle(timeout=self.checks.seconds)  # a registration's check under way: its Spark analysis ends
         while time.monotonic() < deadline and self.runtime.in_batch():
             time.sleep(0.05)
         try:
@@ -110,8 +119,11 @@ class NetworkHost:
 
     def runnable_problem(self, query: RegisteredQuery, catalog: Catalog) -> str | None:
         """Why the network could not run ``query`` (None: it can); see
-        :func:`streamwarden.api.runnable_problem`."""
-        return runnable_problem(self.runtime, query, catalog)
+        :func:`streamwarden.api.runnable_problem`. One check at a time, for at most
+        ``check_seconds``: raises :class:`~streamwarden.service.limits.CheckTimedOut` when Spark
+        has not answered by then, :class:`~streamwarden.service.limits.CheckerBusy` when the checker
+        was busy with other registrations for longer than ``check_wait``."""
+        return self.checks.run(lambda: runnable_problem(self.runtime, query, catalog))
 
     def policies(self, query: str, user: str) -> tuple[str, ...]:
         """The policy ids of the graphs deployed for ``user``'s pipeline of ``query`` (none: not running)."""
