@@ -58,9 +58,12 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def store(url: str) -> Iterator[CatalogStore]:
-    """A store holding :data:`CATALOG`; its connections closed after (before the database goes)."""
-    store = CatalogStore(url)
+    """A store holding :data:`CATALOG`; its connections closed after (before the database goes).
+    The catalog is loaded for no actor: the tests of the trail start from an empty one."""
+    store = CatalogStore(url, actor=None)
     store.save(load_catalog_text(CATALOG))
+    store.engine.dispose()
+    store = CatalogStore(url)
     yield store
     store.engine.dispose()
 
@@ -292,6 +295,35 @@ def test_concurrent_audit_appends_from_threads_keep_one_chain(store) -> None:
     assert [r.seq for r in audit.records(store)] == list(range(1, 101))
 
 
+def test_changes_from_threads_and_the_services_appends_keep_one_chain(store) -> None:
+    """Each change appends its record in its own transaction, after locking the trail's head
+    (PostgreSQL: the row; SQLite: the file), while plain appends (the service's writer) go on."""
+    errors: list[BaseException] = []
+
+    def changer(n: int) -> None:
+        try:
+            mine = CatalogStore(store.url, actor=f"app:w{n}")
+            for i in range(10):
+                if n == 3:
+                    audit.append(store, "user:svc", "query.rows", f"query:q{i}", "ok")
+                else:
+                    mine.set_action("a", target=float(n * 100 + i))
+            mine.engine.dispose()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=changer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    result = audit.verify(store)
+    assert (result.ok, result.count) == (True, 40), result.message
+    found = [(r.principal, r.action) for r in audit.records(store)]
+    assert all(found.count((f"app:w{n}", "action.update")) == 10 for n in range(3))
+
+
 APPENDER = """
 import sys
 from streamwarden.catalog.audit import append
@@ -324,10 +356,10 @@ def test_the_cli_creates_a_token_and_verifies_the_trail(url, tmp_path, capsys) -
     token = capsys.readouterr().out.splitlines()[-1]
     assert authenticate(url, token).label == "user:ann"
     assert main(["audit", "verify", "--store", url]) == 0
-    assert capsys.readouterr().out.startswith("audit trail intact: 1 records; head 1:")
+    assert capsys.readouterr().out.startswith("audit trail intact: 2 records; head 2:")  # the catalog, the token
     assert main(["token", "revoke", "--user", "ann", "--store", url]) == 0
     assert authenticate(url, token) is None
-    sql(CatalogStore(url), "UPDATE audit_trail SET object = 'user:bob' WHERE seq = 1")
+    sql(CatalogStore(url), "UPDATE audit_trail SET object = 'user:bob' WHERE seq = 2")
     capsys.readouterr()
     assert main(["audit", "verify", "--store", url]) == 1
-    assert capsys.readouterr().out.startswith("audit trail broken: record 1 was changed")
+    assert capsys.readouterr().out.startswith("audit trail broken: record 2 was changed")

@@ -46,11 +46,12 @@ if TYPE_CHECKING:  # what type checkers see; at run time each module loads on fi
                                           load_access, load_catalog, load_catalog_text, load_queries, Opening,
                                           openings, own_id, parse_own_id, register, replacing, unregister,
                                           update_catalog)
-    from streamwarden.api.identity import (AuditError, AuditRecord, Authenticated, Principal, ProviderKey,
-                                           VerifyResult, append_all, append_audit, audit_records, authenticate,
-                                           check_key_text, check_token, clean_text,
+    from streamwarden.api.identity import (OPERATOR, OPERATOR_ENV, Actor, AuditError, AuditRecord, Authenticated,
+                                           Principal, ProviderKey, VerifyResult, append_all, append_audit,
+                                           audit_records, authenticate, check_key_text, check_token, clean_text,
                                            create_token, parse_audit_anchor, parse_expiry, revoke_provider_tokens,
-                                           revoke_token, revoke_tokens, subject_label, token_id, verify_audit, writable)
+                                           operator_principal, revoke_token, revoke_tokens, subject_label, token_id,
+                                           verify_audit, writable)
     from streamwarden.api.network import (MAX_CURSOR, DeliverySummary, NetworkExplanation, NetworkInfo, NetworkRuntime,
                                           Page, PipelineStatus, delivered_rows, delivery_summary, deployed_policies,
                                           explain_network, forget_query, network_info, on_delivery, pipeline_statuses,
@@ -93,7 +94,8 @@ __all__ = [
     "load_catalog_text", "load_queries", "Opening", "openings", "own_id", "parse_own_id", "register", "replacing",
     "unregister", "update_catalog",
     # identity
-    "AuditError", "AuditRecord", "Authenticated", "Principal", "ProviderKey", "VerifyResult", "append_all",
+    "OPERATOR", "OPERATOR_ENV", "Actor", "operator_principal", "AuditError", "AuditRecord", "Authenticated",
+    "Principal", "ProviderKey", "VerifyResult", "append_all",
     "append_audit", "audit_records", "authenticate", "check_key_text", "check_token", "clean_text", "create_token",
     "parse_audit_anchor", "parse_expiry", "revoke_provider_tokens", "revoke_token", "revoke_tokens", "subject_label",
     "token_id",

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from streamwarden.catalog.authorization import AuthorizationServer, change_time
+from streamwarden.catalog.changes import OPERATOR, Actor
 from streamwarden.catalog.diff import CatalogDiff, capped_names, diff_catalogs
 from streamwarden.catalog.loader import load_catalog, load_catalog_text
 from streamwarden.catalog.model import Catalog, StreamDef
@@ -42,26 +43,29 @@ def access_time(ts: str | datetime | None) -> datetime:
     return change_time(ts)
 
 
-def register(queries: Sequence[RegisteredQuery], catalog: Catalog | None = None, store_url: str | None = None) -> str:
+def register(queries: Sequence[RegisteredQuery], catalog: Catalog | None = None, store_url: str | None = None, *,
+             actor: Actor = OPERATOR) -> str:
     """Register queries (and store ``catalog``): a running network starts them at its next poll.
-    Returns the store's URL."""
-    server = AuthorizationServer(store_url)
+    Returns the store's URL. Each query (and the catalog) is an audit record under ``actor``
+    (the operator by default: see :func:`~streamwarden.api.identity.operator_principal`)."""
+    server = AuthorizationServer(store_url, actor=actor)
     server.register(queries, catalog)
     return server.store.url
 
 
-def unregister(query_id: str, store_url: str | None = None) -> str:
+def unregister(query_id: str, store_url: str | None = None, *, actor: Actor = OPERATOR) -> str:
     """Remove a registered query from a store that exists: a running network stops it at its next
-    poll (its grants stay logged). Returns the store's URL."""
-    server = AuthorizationServer.existing(store_url)
+    poll (its grants stay logged). Returns the store's URL. An audit record under ``actor``."""
+    server = AuthorizationServer.existing(store_url, actor=actor)
     server.unregister(query_id)
     return server.store.url
 
 
-def update_catalog(catalog: Catalog | str | Path, store_url: str | None = None) -> None:
+def update_catalog(catalog: Catalog | str | Path, store_url: str | None = None, *, actor: Actor = OPERATOR) -> None:
     """Load a new catalog into the store (live action values kept). A running network recompiles at
-    its next poll and restarts only the pipelines whose authorized plans it changed."""
-    CatalogStore(store_url).save(catalog if isinstance(catalog, Catalog) else load_catalog(catalog))
+    its next poll and restarts only the pipelines whose authorized plans it changed. An audit
+    record under ``actor``."""
+    CatalogStore(store_url, actor=actor).save(catalog if isinstance(catalog, Catalog) else load_catalog(catalog))
 
 
 def replacing(store: CatalogStore, catalog: Catalog) -> CatalogDiff | None:

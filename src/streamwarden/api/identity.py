@@ -4,14 +4,21 @@ Tokens (users' and data providers') and the audit trail live in the store; only 
 hash is kept. The functions here are those of :mod:`streamwarden.catalog.identity` and
 :mod:`streamwarden.catalog.audit` that the command line and the service use.
 
+Every change made through the API is an audit record (:mod:`streamwarden.catalog.changes`),
+under the actor the store was opened for: :data:`OPERATOR` by default
+(:func:`operator_principal`: ``cli:`` and ``$STREAMWARDEN_OPERATOR``, else the OS user), the
+name a caller gives with ``actor=``, or nobody with ``actor=None`` (a front end whose own
+trail records the change).
+
     >>> import os, tempfile
     >>> from streamwarden.api import CatalogStore, load_catalog_text
     >>> url = "sqlite:///" + os.path.join(tempfile.mkdtemp(), "c.db")
-    >>> _ = CatalogStore(url).save(load_catalog_text("streams: {S: {schema: {ts: timestamp}}}\\nusers: {ann: {}}"))
-    >>> authenticate(url, create_token(url, "ann")).label
+    >>> store = CatalogStore(url, actor="app:docs")
+    >>> _ = store.save(load_catalog_text("streams: {S: {schema: {ts: timestamp}}}\\nusers: {ann: {}}"))
+    >>> authenticate(url, create_token(store, "ann")).label
     'user:ann'
-    >>> append_audit(url, "cli:root", "token.create", "user:ann", "ok").seq, verify_audit(url).ok
-    (1, True)
+    >>> [(r.principal, r.action, r.object) for r in audit_records(url)], verify_audit(url).ok
+    ([('app:docs', 'catalog.update', 'catalog'), ('app:docs', 'token.create', 'user:ann')], True)
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any, Iterable, Mapping
 
 from streamwarden.catalog import audit
 from streamwarden.catalog.audit import AuditError, AuditRecord, VerifyResult, append_all, clean_text, writable
+from streamwarden.catalog.changes import OPERATOR, OPERATOR_ENV, Actor, operator_principal
 from streamwarden.catalog.identity import (Authenticated, Principal, ProviderKey, authenticate, check_key_text,
                                            check_token, create_token, parse_expiry, revoke_provider_tokens,
                                            revoke_token, revoke_tokens, subject_label, token_id)
@@ -53,6 +61,7 @@ def parse_audit_anchor(text: str) -> tuple[int, str]:
 
 
 __all__ = [
+    "OPERATOR", "OPERATOR_ENV", "Actor", "operator_principal",
     "AuditError", "AuditRecord", "Authenticated", "Principal", "ProviderKey", "VerifyResult", "append_all",
     "append_audit", "audit_records", "authenticate", "check_key_text", "check_token", "clean_text", "create_token",
     "parse_audit_anchor", "parse_expiry", "revoke_provider_tokens", "revoke_token", "revoke_tokens", "subject_label",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from streamwarden.api.store import check_store_outside
 from streamwarden.catalog.authorization import AuthorizationServer
+from streamwarden.catalog.changes import OPERATOR, Actor
 from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import AccessChange, RegisteredQuery
 from streamwarden.catalog.store import CatalogStore
@@ -60,9 +61,11 @@ def run_network(
     lateness: str = "0 seconds",
     trigger: str | None = None,
     available_now: bool = False,
+    actor: Actor = OPERATOR,
 ) -> NetworkRuntime:
     """Start the shared network of the queries registered in the store: ``queries`` (with
-    ``catalog``) are registered first, or ``catalog`` alone is stored. Every mechanism applies
+    ``catalog``) are registered first, or ``catalog`` alone is stored (audit records under
+    ``actor``). Every mechanism applies
     at once: role policies (live actions included), security punctuations, security levels,
     ``[ROWS n]`` windows and ``ON RESULT``. The runtime applies the store's changes (grants,
     revocations, registrations, a new catalog) at each :meth:`~NetworkRuntime.poll`
@@ -77,7 +80,7 @@ def run_network(
         >>> # rt.await_termination(); read_rows("out", "ann", "q1").rows
     """
     check_store_outside(store_url, output_dir, "the output folder")
-    server = AuthorizationServer(store_url)
+    server = AuthorizationServer(store_url, actor=actor)
     store = server.store
     if queries is not None:
         server.register(queries, catalog)
@@ -199,17 +202,18 @@ def deployed_policies(runtime: NetworkRuntime, query: str, user: str) -> tuple[s
 # -- replaying and explaining ---------------------------------------------------------------------
 def replay_network(catalog: Catalog, queries: Sequence[RegisteredQuery], changes: Sequence[AccessChange],
                    inputs: Mapping[str, str | Path], output_dir: str | Path, *, store_url: str | None = None,
-                   spark: SparkSession | None = None) -> dict[tuple[str, str], int]:
+                   spark: SparkSession | None = None, actor: Actor = OPERATOR) -> dict[tuple[str, str], int]:
     """Each listed user's rows of each query over recorded ``inputs``, by their access ``changes``
     (what the running network delivers), in ``output_dir/<user>/<query id>.jsonl``; returns the
     row count per (user, query). Every input is checked before Spark starts; with ``store_url``
-    the queries are also registered there (a SQLite store inside ``output_dir`` is refused)."""
+    the queries are also registered there (a SQLite store inside ``output_dir`` is refused;
+    audit records under ``actor``)."""
     parsed = [s for q in queries for s in parse_query(q.query).sources]
     check_inputs(catalog, {s.stream for s in parsed}, inputs, recorded=True,
                  line_read={s.stream for s in parsed if s.window is not None and s.window.kind == "rows"})
     if store_url:
         check_store_outside(store_url, output_dir, "the output folder")
-        AuthorizationServer(store_url).register(queries, catalog)
+        AuthorizationServer(store_url, actor=actor).register(queries, catalog)
     return _replay_network(spark or get_spark(), catalog, queries, changes, inputs, output_dir)
 
 

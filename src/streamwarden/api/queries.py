@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from streamwarden.catalog.lattice import query_level
 from streamwarden.catalog.model import Catalog
 from streamwarden.catalog.registry import RegisteredQuery
+from streamwarden.catalog.changes import OPERATOR, Actor
 from streamwarden.catalog.store import CatalogStore
 from streamwarden.engine.execute import build_job, check_inputs, replay_rows
 from streamwarden.engine.levels.processors import LevelProcessor, LevelQuery, check_outside_output, start_processors
@@ -166,8 +167,10 @@ def run(
     join_strategy: str = "adaptive",
     level: str | None = None,
     into: str | None = None,
+    actor: Actor = OPERATOR,
 ) -> StreamingQuery:
     """Start the authorized plan continuously over file streams; returns the Spark query.
+    ``catalog`` is saved into the store first (an audit record under ``actor``).
 
     Action values are read from ``store_url`` (default: :func:`~streamwarden.catalog.store.default_store`)
     at every micro-batch. The checkpoint (default: ``checkpoints/<key>`` next to the store,
@@ -178,7 +181,7 @@ def run(
     """
     if checkpoint is not None and sink != "console":
         check_checkpoint(checkpoint, sink, sink_written=True)  # no overlap: before anything is written
-    store = CatalogStore(store_url)
+    store = CatalogStore(store_url, actor=actor)
     if catalog.text:
         store.save(catalog)  # live action values stay (actions may have changed since the file was written)
     rewriting = authorize(catalog, user, query, join_strategy=join_strategy, level=level, into=into)
@@ -204,6 +207,7 @@ def run_levels(
     lateness: str = "0 seconds",
     trigger: str | None = None,
     available_now: bool = False,
+    actor: Actor = OPERATOR,
 ) -> list[LevelProcessor]:
     """Run many users' continuous queries, one processor (Spark streaming query) per level.
 
@@ -220,9 +224,9 @@ def run_levels(
     check_names("query id", [q.id for q in queries])  # they name folders under output_dir
     for q in queries:
         check_name("user", q.user)
-    store = CatalogStore(store_url)
+    store = CatalogStore(store_url, actor=actor)
     if catalog.text:
-        store.save(catalog)  # live action values stay
+        store.save(catalog)  # live action values stay (an audit record under actor)
     session = spark or get_spark()
     rewritings = {q.id: authorize(catalog, q.user, q.query, level=q.level) for q in queries}
     for rewriting in rewritings.values():  # every query authorized first: a refusal stops them all

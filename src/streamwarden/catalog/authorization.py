@@ -58,13 +58,17 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from sqlalchemy import (Boolean, Column, ColumnElement, Integer, MetaData, Row, String, Table, Text, bindparam, delete,
                         insert, select, update)
+from sqlalchemy.engine import Connection
 
+from streamwarden.catalog.changes import OPERATOR, Actor, AuditedChange, audited, check_actor
+from streamwarden.catalog.diff import capped_names
 from streamwarden.catalog.registry import (ALL_TIME, QUERY, STREAM, AccessChange, ChangeLog, RegisteredQuery,
                                            grant_openings, parse_own_id, query_streams)
 from streamwarden.catalog.store import CatalogStore, UnknownName, UTCDateTime, _utc, add_missing_columns, create_tables
 from streamwarden.errors import StreamwardenError
 from streamwarden.language.expressions import parse_timestamp
 from streamwarden.names import check_name, open_private, private_dir
+from streamwarden.plan.expr import format_timestamp
 
 if TYPE_CHECKING:
     from streamwarden.catalog.model import Catalog
@@ -106,20 +110,34 @@ SP_SCHEMA = "seq long, ts timestamp, query string, user string, sign string"
 
 class AuthorizationServer:
     """Access changes in a SQL store (SQLite by default; the catalog store's URL), each
-    published as an access SP into ``sp_folder``."""
+    published as an access SP into ``sp_folder``. Every change (a registration, a grant, a
+    revocation, ...) is an audit record under ``actor``, the store's
+    (:mod:`streamwarden.catalog.changes`: the operator by default; None records nothing, for
+    a caller whose own trail records it); a ``store`` given brings its own."""
 
     def __init__(self, url: str | None = None, sp_folder: str | Path | None = None, *,
-                 store: CatalogStore | None = None):
-        self.store = store or CatalogStore(url)
+                 store: CatalogStore | None = None, actor: Actor = OPERATOR):
+        if store is not None:
+            check_actor(store.actor, actor)
+        self.store = store or CatalogStore(url, actor=actor)
         create_tables(self.store.engine, _metadata)
         _migrate(self.store)
         self._sp_folder = Path(sp_folder).resolve() if sp_folder is not None else _default_sp_folder(self.store.url)
 
     @classmethod
-    def existing(cls, url: str | None = None, sp_folder: str | Path | None = None) -> "AuthorizationServer":
+    def existing(cls, url: str | None = None, sp_folder: str | Path | None = None, *,
+                 actor: Actor = OPERATOR) -> "AuthorizationServer":
         """The server of a store that exists and holds a catalog (for the CLI's grant and
         revoke); raises :class:`~streamwarden.catalog.store.NoStore` and creates nothing otherwise."""
-        return cls(sp_folder=sp_folder, store=CatalogStore.existing(url))
+        return cls(sp_folder=sp_folder, store=CatalogStore.existing(url, actor=actor))
+
+    @property
+    def actor(self) -> Actor:
+        """Who this server's changes are recorded under: its store's actor."""
+        return self.store.actor
+
+    def _audited(self, action: str, object: str, detail: dict[str, object] | None = None) -> AuditedChange:
+        return audited(self.store.engine, self.store.actor, action, object, detail)
 
     @property
     def sp_folder(self) -> Path:
@@ -139,71 +157,91 @@ class AuthorizationServer:
         Otherwise it is a new registration: earlier grants under its id no longer apply, and a
         shared query's :attr:`~streamwarden.catalog.registry.RegisteredQuery.opens` is fixed now,
         against the stored catalog. Changes recorded while nothing was registered are claimed
-        by the registration of their query."""
+        by the registration of their query. Each query is an audit record, ``query.create``
+        (and the catalog one of its own, ``catalog.update``)."""
         queries = list(queries)
-        for q in queries:
-            check_name("query id", q.id)
-            for user in q.users:
-                check_name("user", user)
-            if q.owner is not None and q.users != (q.owner,):
-                raise StreamwardenError(f"query {q.id}: a user's own query lists its owner only")
-        if catalog is not None and catalog.text:
-            self.store.save(catalog)
-        stored = self.store.load() if self.store.has_catalog() else catalog
-        identities = self.store.incarnations()
+        with self._audited("query.create", _query_object(queries[0]) if len(queries) == 1 else "queries",
+                           {"ids": capped_names([q.id for q in queries], DETAIL_NAMES)}) as change:
+            for q in queries:
+                check_name("query id", q.id)
+                for user in q.users:
+                    check_name("user", user)
+                if q.owner is not None and q.users != (q.owner,):
+                    raise StreamwardenError(f"query {q.id}: a user's own query lists its owner only")
+            if catalog is not None and catalog.text:
+                self.store.save(catalog)
+            stored = self.store.load() if self.store.has_catalog() else catalog
+            identities = self.store.incarnations()
+            change.commit(lambda conn: self._register(conn, queries, stored, identities, change))
+
+    def _register(self, conn: Connection, queries: list[RegisteredQuery], stored: "Catalog | None",
+                  identities: dict[str, str], change: AuditedChange) -> None:
+        """:meth:`register`'s writes, in ``conn``; each query's audit record in ``change``."""
         now = datetime.now(timezone.utc)
         kept: list[dict[str, object]] = []  # registered before with the same text, level and owner
         replaced: list[dict[str, object]] = []
         added: list[dict[str, object]] = []
-        with self.store.engine.begin() as conn:
-            c = _registered.c
-            known_rows = select(c.id, c.query, c.level, c.owner, c.rid)
-            if len(queries) <= 100:  # a registration over HTTP: its own rows, not every query's
-                known_rows = known_rows.where(c.id.in_([q.id for q in queries]))
-            known = {row.id: row for row in conn.execute(known_rows)}
-            for q in queries:
-                values = dict(users=json.dumps(list(q.users)), query=q.query, level=q.level)
-                old = known.get(q.id)
-                if old is not None and (old.query, old.level, old.owner) == (q.query, q.level, q.owner) and old.rid:
-                    kept.append(dict(values, b_id=q.id))
-                    continue
-                opens = () if q.owner is not None else (
-                    q.opens if q.opens is not None else grant_openings(stored, q.streams) if stored else ())
-                fresh = dict(values, registered_at=now, owner=q.owner, opens=json.dumps(sorted(opens)),
-                             rid=secrets.token_hex(8),
-                             owner_incarnation=identities.get(q.owner) if q.owner is not None else None)
-                (replaced if old is not None else added).append(dict(fresh, b_id=q.id))
-            # each kind in one statement over many rows (100,000 own queries are registered at once)
-            by_id = c.id == bindparam("b_id")
-            for rows in (kept, replaced):
-                if rows:
-                    conn.execute(update(_registered).where(by_id), rows)
-            if added:
-                conn.execute(insert(_registered).values(id=bindparam("b_id")), added)
-            # changes recorded while nothing was registered: claimed by their query's new registration
-            unbound = set(conn.execute(select(_changes.c.query).where(_changes.c.rid.is_(None), _scope_is(QUERY))
-                                       .distinct()).scalars())
-            for row in replaced + added:
-                if row["b_id"] in unbound:
-                    conn.execute(update(_changes).where(_changes.c.query == row["b_id"], _changes.c.rid.is_(None),
-                                                        _scope_is(QUERY)).values(rid=row["rid"]))
-            nameless = set(conn.execute(select(_changes.c.user).where(_changes.c.incarnation.is_(None))
-                                        .distinct()).scalars())
-            for user, incarnation in identities.items():
-                if user in nameless:
-                    conn.execute(update(_changes).where(_changes.c.user == user, _changes.c.incarnation.is_(None))
-                                 .values(incarnation=incarnation))
+        c = _registered.c
+        known_rows = select(c.id, c.query, c.level, c.owner, c.rid)
+        if len(queries) <= 100:  # a registration over HTTP: its own rows, not every query's
+            known_rows = known_rows.where(c.id.in_([q.id for q in queries]))
+        known = {row.id: row for row in conn.execute(known_rows)}
+        for q in queries:
+            values = dict(users=json.dumps(list(q.users)), query=q.query, level=q.level)
+            old = known.get(q.id)
+            if old is not None and (old.query, old.level, old.owner) == (q.query, q.level, q.owner) and old.rid:
+                kept.append(dict(values, b_id=q.id))
+                continue
+            opens = () if q.owner is not None else (
+                q.opens if q.opens is not None else grant_openings(stored, q.streams) if stored else ())
+            fresh = dict(values, registered_at=now, owner=q.owner, opens=json.dumps(sorted(opens)),
+                         rid=secrets.token_hex(8),
+                         owner_incarnation=identities.get(q.owner) if q.owner is not None else None)
+            (replaced if old is not None else added).append(dict(fresh, b_id=q.id))
+        if change.recording:
+            how = {row["b_id"]: what for rows, what in ((kept, "kept"), (replaced, "replaced"), (added, "new"))
+                   for row in rows}
+            change.each = [("query.create", _query_object(q), _query_detail(q, registration=how[q.id]))
+                           for q in queries]
+        # each kind in one statement over many rows (100,000 own queries are registered at once)
+        by_id = c.id == bindparam("b_id")
+        for rows in (kept, replaced):
+            if rows:
+                conn.execute(update(_registered).where(by_id), rows)
+        if added:
+            conn.execute(insert(_registered).values(id=bindparam("b_id")), added)
+        # changes recorded while nothing was registered: claimed by their query's new registration
+        unbound = set(conn.execute(select(_changes.c.query).where(_changes.c.rid.is_(None), _scope_is(QUERY))
+                                   .distinct()).scalars())
+        for row in replaced + added:
+            if row["b_id"] in unbound:
+                conn.execute(update(_changes).where(_changes.c.query == row["b_id"], _changes.c.rid.is_(None),
+                                                    _scope_is(QUERY)).values(rid=row["rid"]))
+        nameless = set(conn.execute(select(_changes.c.user).where(_changes.c.incarnation.is_(None))
+                                    .distinct()).scalars())
+        for user, incarnation in identities.items():
+            if user in nameless:
+                conn.execute(update(_changes).where(_changes.c.user == user, _changes.c.incarnation.is_(None))
+                             .values(incarnation=incarnation))
 
     def unregister(self, query: str) -> None:
         """Remove a registered query (a running network stops it at its next poll); its access
         changes stay in the log, bound to this registration: registering the id again starts
-        with no grant."""
-        check_name("query id", query)
-        with self.store.engine.begin() as conn:
-            removed = conn.execute(delete(_registered).where(_registered.c.id == query)).rowcount
-        if not removed:
-            raise UnknownName(f"unknown query {query!r}: the store {self.store.url} has registered "
-                              f"{', '.join(sorted(self.registered())) or 'no query'}")
+        with no grant. Recorded as ``query.delete``, with the query's level and users."""
+        with self._audited("query.delete", f"query:{query}") as change:
+            check_name("query id", query)
+            registered = self.registration(query) if change.recording else None
+            if registered is not None:
+                change.object = _query_object(registered)
+                change.detail = _query_detail(registered)
+
+            def work(conn: Connection) -> None:
+                if not conn.execute(delete(_registered).where(_registered.c.id == query)).rowcount:
+                    ids = sorted(conn.execute(select(_registered.c.id)).scalars())
+                    raise UnknownName(f"unknown query {query!r}: the store {self.store.url} has registered "
+                                      f"{', '.join(ids) or 'no query'}")
+
+            change.commit(work)
 
     def registered(self) -> dict[str, tuple[str, ...]]:
         """Registered query id -> the users listed for it."""
@@ -294,24 +332,26 @@ class AuthorizationServer:
         return written
 
     def grant(self, query: str, user: str, ts: str | datetime | None = None, *,
-              until: str | datetime | None = None) -> list[AccessChange]:
+              until: str | datetime | None = None, strict: bool = False) -> list[AccessChange]:
         """Grant ``user`` access to ``query`` from ``ts`` (default: now), until ``until`` if given.
         For a user's own query this also lifts an admin's revocation of the streams it reads.
-        Returns the changes recorded."""
-        if until is not None and change_time(until) <= change_time(ts):
-            raise StreamwardenError(f"a grant must expire after it starts ({until} is not after {ts or 'now'})")
-        self.check(query, user)
-        recorded = self._change(query, user, True, ts)
-        if until is not None:
-            recorded += self._change(query, user, False, until)
-        return recorded
+        Returns the changes recorded. ``strict``: as :meth:`check` (the CLI). Recorded in the
+        audit trail as ``grant.create query:<id>``: the user, the start as applied, the end."""
+        with self._audited("grant.create", f"query:{query}", _asked(user, "+", ts, until)) as change:
+            if until is not None and change_time(until) <= change_time(ts):
+                raise StreamwardenError(f"a grant must expire after it starts ({until} is not after {ts or 'now'})")
+            self.check(query, user, strict=strict)
+            return self._change(change, query, user, True, ts, until)
 
-    def revoke(self, query: str, user: str, ts: str | datetime | None = None) -> list[AccessChange]:
+    def revoke(self, query: str, user: str, ts: str | datetime | None = None, *,
+               strict: bool = False) -> list[AccessChange]:
         """Revoke ``user``'s access to ``query`` from ``ts`` (default: now). For a user's own
         query this closes the streams it reads to every own query of hers, whatever id she
-        registers next, until an admin grants one of them again. Returns the changes recorded."""
-        self.check(query, user)
-        return self._change(query, user, False, ts)
+        registers next, until an admin grants one of them again. Returns the changes recorded
+        (and the audit trail a ``grant.revoke`` record)."""
+        with self._audited("grant.revoke", f"query:{query}", _asked(user, "-", ts, None)) as change:
+            self.check(query, user, strict=strict)
+            return self._change(change, query, user, False, ts, None)
 
     def open_own(self, query: str, user: str) -> None:
         """The grant an own query gets when its owner registers it: from :data:`ALL_TIME` on
@@ -320,16 +360,32 @@ class AuthorizationServer:
 
     def open_owns(self, owned: Iterable[tuple[str, str]]) -> None:
         """:meth:`open_own` for many ``(query, owner)`` pairs, in order, in one transaction (a
-        store of thousands of own queries registered at once: one commit, not one each)."""
-        self._record_all([(query, user, True, ALL_TIME, QUERY) for query, user in owned])
+        store of thousands of own queries registered at once: one commit, not one each), each
+        a ``grant.create`` record."""
+        wanted = [(query, user, True, ALL_TIME, QUERY) for query, user in owned]
+        if not wanted:
+            return
+        with self._audited("grant.create", f"query:{wanted[0][0]}" if len(wanted) == 1 else "queries") as change:
+            if change.recording:
+                change.each = [("grant.create", f"query:{_ref(query, user)}",
+                                {"user": user, "sign": "+", "ts": format_timestamp(ALL_TIME), "own": True})
+                               for query, user, _, _, _ in wanted]
+            self._record_all(change, wanted)
 
     def load(self, changes: tuple[AccessChange, ...] | list[AccessChange]) -> None:
-        """Append changes (e.g. an access-change file) in their order."""
+        """Append changes (e.g. an access-change file) in their order, in one transaction, each
+        a ``grant.create`` or ``grant.revoke`` record."""
         ordered = sorted(changes, key=lambda c: c.line)
-        for c in ordered:
-            self.check(c.query, c.user)
-        for c in ordered:
-            self._change(c.query, c.user, c.grant, c.ts)
+        with self._audited("grant.load", "grants", {"changes": len(ordered)}) as change:
+            for c in ordered:
+                self.check(c.query, c.user)
+            wanted = [w for c in ordered
+                      for w in _wanted(self.registration(c.query), c.query, c.user, c.grant, change_time(c.ts))]
+            if change.recording:
+                change.each = [("grant.create" if grant else "grant.revoke", f"query:{query}",
+                                {"user": user, "sign": "+" if grant else "-", "ts": format_timestamp(ts)})
+                               for query, user, grant, ts, scope in wanted if scope != STREAM]
+            self._record_all(change, wanted)
 
     def changes(self) -> ChangeLog:
         """The live changes, in the order issued: each made for its query's current registration
@@ -351,26 +407,32 @@ class AuthorizationServer:
             rows = conn.execute(select(_changes).order_by(_changes.c.seq)).all()
         return tuple(_change(r) for r in rows)
 
-    def _change(self, query: str, user: str, grant: bool, ts: str | datetime | None) -> list[AccessChange]:
-        """An admin's change: on an own query, the same change of its streams for its owner."""
+    def _change(self, change: AuditedChange, query: str, user: str, grant: bool, ts: str | datetime | None,
+                until: str | datetime | None) -> list[AccessChange]:
+        """An admin's change (and a grant's end, ``until``), in one transaction with its record:
+        on an own query, the same change of its streams for its owner."""
         when = change_time(ts)  # one instant for the query and its streams
-        recorded = [self._record(query, user, grant, when)]
         registered = self.registration(query)
-        if registered is not None and registered.owner == user:
-            recorded += [self._record(stream, user, grant, when, scope=STREAM) for stream in registered.streams]
-        return recorded
+        wanted = _wanted(registered, query, user, grant, when)
+        if until is not None:
+            wanted += _wanted(registered, query, user, False, change_time(until))
+        streams = sorted({w[0] for w in wanted if w[4] == STREAM})
+        change.detail.update(query=_ref(query, registered.owner if registered else None), ts=format_timestamp(when),
+                             until=None if until is None else format_timestamp(change_time(until)),
+                             **({"streams": streams} if streams else {}))
+        if registered is not None:
+            change.object = f"query:{_ref(query, registered.owner)}"
+        return self._record_all(change, wanted)
 
-    def _record(self, query: str, user: str, grant: bool, ts: str | datetime | None, *,
-                scope: str = QUERY) -> AccessChange:
-        return self._record_all([(query, user, grant, change_time(ts), scope)])[0]
-
-    def _record_all(self, wanted: list[tuple[str, str, bool, datetime, str]]) -> list[AccessChange]:
-        """Record changes ``(query, user, grant, ts, scope)`` in order, in one transaction, each
-        bound to its query's registration and its user's identity, then publish each as an SP."""
+    def _record_all(self, change: AuditedChange, wanted: list[_Wanted]) -> list[AccessChange]:
+        """Record changes ``(query, user, grant, ts, scope)`` in order, in one transaction with
+        ``change``'s audit records, each bound to its query's registration and its user's
+        identity, then publish each as an SP."""
         if not wanted:
             return []
         incarnations = self.store.incarnations()
-        with self.store.engine.begin() as conn:
+
+        def work(conn: Connection) -> list[Any]:
             named = {query for query, _, _, _, scope in wanted if scope != STREAM}
             found = select(_registered.c.id, _registered.c.rid)
             if len(named) == 1:  # the common case, one change: its query's row only
@@ -380,12 +442,14 @@ class AuthorizationServer:
                          rid=None if scope == STREAM else rids.get(query), incarnation=incarnations.get(user),
                          scope=scope) for query, user, grant, ts, scope in wanted]
             # one INSERT ... RETURNING for all (SQLAlchemy's "insertmanyvalues"), the keys in the rows' order
-            seqs = conn.execute(insert(_changes).returning(_changes.c.seq, sort_by_parameter_order=True),
-                                rows).scalars().all()
+            return list(conn.execute(insert(_changes).returning(_changes.c.seq, sort_by_parameter_order=True),
+                                     rows).scalars().all())
+
+        seqs = change.commit(work)
         changes = [AccessChange(ts, query, user, grant, int(seq), scope)
                    for (query, user, grant, ts, scope), seq in zip(wanted, seqs, strict=True)]
-        for change in changes:
-            self._publish(change)
+        for recorded in changes:
+            self._publish(recorded)
         return changes
 
     def _publish(self, change: AccessChange) -> None:
@@ -398,6 +462,47 @@ class AuthorizationServer:
         with open_private(hidden) as handle:  # 0600: everyone's grants are no user's to read
             handle.write(json.dumps(record) + "\n")
         os.replace(hidden, target)
+
+
+#: Names of one kind an audit record's detail lists, then how many more (as the service's).
+DETAIL_NAMES = 50
+
+
+def _ref(query: str, owner: str | None) -> str:
+    """A query as the service names it in the audit trail: ``owner/id`` for an own query."""
+    own = parse_own_id(query) if owner is not None else None
+    return f"{own[0]}/{own[1]}" if own is not None and own[0] == owner else query
+
+
+#: One row of the access log to write: (query or stream, user, grant, ts, scope).
+_Wanted = tuple[str, str, bool, datetime, str]
+
+
+def _wanted(registered: RegisteredQuery | None, query: str, user: str, grant: bool, when: datetime) -> list[_Wanted]:
+    """The rows of one change: of ``query``, and on ``user``'s own query, of its streams."""
+    wanted = [(query, user, grant, when, QUERY)]
+    if registered is not None and registered.owner == user:
+        wanted += [(stream, user, grant, when, STREAM) for stream in registered.streams]
+    return wanted
+
+
+def _query_object(q: RegisteredQuery) -> str:
+    return f"query:{_ref(q.id, q.owner)}"
+
+
+def _query_detail(q: RegisteredQuery, **more: object) -> dict[str, object]:
+    """A registration or deletion, as the service records it: the id, level and users."""
+    own = parse_own_id(q.id) if q.owner is not None else None
+    return {"id": own[1] if own is not None else q.id, "level": q.level, "users": capped_names(q.users, DETAIL_NAMES),
+            **({"owner": q.owner} if q.owner is not None else {}), **more}
+
+
+def _asked(user: str, sign: str, ts: str | datetime | None, until: str | datetime | None) -> dict[str, object]:
+    """A grant or revocation as asked (what a refusal's record says), before it is applied."""
+    def shown(value: str | datetime | None) -> str | None:
+        return format_timestamp(value) if isinstance(value, datetime) else value
+
+    return {"user": user, "sign": sign, "ts": shown(ts), "until": shown(until)}
 
 
 def _migrate(store: CatalogStore) -> None:

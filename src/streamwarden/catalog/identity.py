@@ -56,6 +56,7 @@ from typing import Callable, Iterator, Literal, Union
 from sqlalchemy import Boolean, Column, MetaData, String, Table, Text, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from streamwarden.catalog.changes import OPERATOR, Actor, audited, check_actor
 from streamwarden.catalog.model import Catalog, StreamDef
 from streamwarden.catalog.store import (CatalogStore, UTCDateTime, UnknownName, _sources, _utc, add_missing_columns,
                                        create_tables, incarnation_of, stream_incarnation_of)
@@ -249,11 +250,15 @@ def check_key_text(text: str) -> str:
 # -- creating and revoking -----------------------------------------------------------------
 def create_token(store: str | CatalogStore, user: str | None = None, *, admin: bool = False,
                  expires: timedelta | None = None, provider_stream: str | None = None,
-                 provider_key: ProviderKey | str | None = None, now: datetime | None = None) -> str:
+                 provider_key: ProviderKey | str | None = None, now: datetime | None = None,
+                 actor: Actor = OPERATOR) -> str:
     """A new bearer token for ``user`` (a user of the stored catalog), or for the provider of
     ``provider_stream`` (one of its streams; ``provider_key``, only for a stream with
     ``punctuated_by``, narrows it to that provider's sub-stream: a typed value, or text
     parsed by the attribute's type). The token is returned once and stored as a hash only.
+    Recorded in the audit trail (``token.create user:ann``, the token's id in the detail,
+    never the token) under ``actor`` (:mod:`streamwarden.catalog.changes`; a store given as
+    a :class:`~streamwarden.catalog.store.CatalogStore` brings its own).
 
     Raises :class:`~streamwarden.catalog.store.NoStore` (no store, or no catalog in it),
     :class:`~streamwarden.catalog.store.UnknownName` (a user or stream the catalog does
@@ -275,16 +280,21 @@ def create_token(store: str | CatalogStore, user: str | None = None, *, admin: b
     if expires is not None:
         check_lifetime(expires)
     when = _now(now)
-    with _opened(store, require_catalog=True) as (the_store, engine):
+    asked = subject_label("user", user) if user is not None else subject_label(
+        "provider", str(provider_stream), None if provider_key is None else provider_key)
+    with _opened(store, require_catalog=True, actor=actor) as (the_store, engine), \
+            audited(engine, the_store.actor, "token.create", asked, {"admin": admin}) as change:
         kind, name, key = _holder(the_store.load(), user, admin, provider_stream, provider_key)
         incarnation = (the_store.incarnations() if kind == "user" else the_store.stream_incarnations()).get(name)
         token_id_ = secrets.token_hex(_ID_HEX // 2)
         token = f"{PREFIX}{token_id_}_{secrets.token_urlsafe(32)}"
-        with engine.begin() as conn:
-            conn.execute(insert(_tokens).values(
-                id=token_id_, digest=_digest(token), kind=kind, name=name, admin=admin,
-                provider_key=None if key is None else json.dumps(key), created_at=when,
-                expires_at=None if expires is None else when + expires, revoked_at=None, incarnation=incarnation))
+        expires_at = None if expires is None else when + expires
+        change.object = subject_label(kind, name, key)
+        change.detail.update(token_id=token_id_, expires_at=None if expires_at is None else _iso(expires_at))
+        change.commit(lambda conn: conn.execute(insert(_tokens).values(
+            id=token_id_, digest=_digest(token), kind=kind, name=name, admin=admin,
+            provider_key=None if key is None else json.dumps(key), created_at=when,
+            expires_at=expires_at, revoked_at=None, incarnation=incarnation)))
     return token
 
 
@@ -308,31 +318,47 @@ def _holder(catalog: Catalog, user: str | None, admin: bool, provider_stream: st
     return "provider", provider_stream, _typed_key(stream, provider_key)
 
 
-def revoke_tokens(store: str | CatalogStore, user: str, *, now: datetime | None = None) -> int:
-    """Revoke every live token of ``user``; returns how many. A user the catalog no longer
-    declares can still have their tokens revoked; a name that is neither a user nor has
-    tokens raises :class:`~streamwarden.catalog.store.UnknownName`."""
+def revoke_tokens(store: str | CatalogStore, user: str, *, now: datetime | None = None,
+                  actor: Actor = OPERATOR) -> int:
+    """Revoke every live token of ``user``; returns how many (the audit trail's
+    ``token.revoke user:<user>`` says it too). A user the catalog no longer declares can
+    still have their tokens revoked; a name that is neither a user nor has tokens raises
+    :class:`~streamwarden.catalog.store.UnknownName`."""
     check_name("user", user)
-    with _opened(store, require_catalog=True) as (the_store, engine):
-        revoked = _revoke(engine, "user", user, lambda stored: True, _now(now))
-        if not revoked and user not in the_store.load().users and not _has_tokens(engine, "user", user):
-            raise UnknownName(f"unknown user {user!r}")
-    return revoked
+    with _opened(store, require_catalog=True, actor=actor) as (the_store, engine), \
+            audited(engine, the_store.actor, "token.revoke", subject_label("user", user)) as change:
+        declared = user in the_store.load().users
+
+        def work(conn: Connection) -> int:
+            revoked = _revoke(conn, "user", user, lambda stored: True, _now(now))
+            if not revoked and not declared and not _has_tokens(conn, "user", user):
+                raise UnknownName(f"unknown user {user!r}")
+            change.detail["revoked"] = revoked
+            return revoked
+
+        return change.commit(work)
 
 
 def revoke_provider_tokens(store: str | CatalogStore, stream: str, key: ProviderKey | str | None = None, *,
-                           now: datetime | None = None) -> int:
+                           now: datetime | None = None, actor: Actor = OPERATOR) -> int:
     """Revoke the live provider tokens of ``stream``: all of them (``key`` None, whatever
     sub-stream they name), or only those of the sub-stream ``key`` (matched as the command
-    line writes it: ``7`` matches the int 7). Returns how many."""
+    line writes it: ``7`` matches the int 7). Returns how many (recorded as
+    ``token.revoke provider:<stream>[/<key>]``)."""
     check_name("stream", stream)
-    with _opened(store, require_catalog=True) as (the_store, engine):
+    with _opened(store, require_catalog=True, actor=actor) as (the_store, engine), \
+            audited(engine, the_store.actor, "token.revoke", subject_label("provider", stream, key)) as change:
         declared = the_store.load().streams.get(stream)
         matches = _key_matcher(declared, key)
-        revoked = _revoke(engine, "provider", stream, matches, _now(now))
-        if not revoked and declared is None and not _has_tokens(engine, "provider", stream):
-            raise UnknownName(f"unknown stream {stream!r}")
-    return revoked
+
+        def work(conn: Connection) -> int:
+            revoked = _revoke(conn, "provider", stream, matches, _now(now))
+            if not revoked and declared is None and not _has_tokens(conn, "provider", stream):
+                raise UnknownName(f"unknown stream {stream!r}")
+            change.detail["revoked"] = revoked
+            return revoked
+
+        return change.commit(work)
 
 
 def _key_matcher(stream: StreamDef | None, key: ProviderKey | str | None) -> Callable[[ProviderKey | None], bool]:
@@ -351,13 +377,24 @@ def _key_matcher(stream: StreamDef | None, key: ProviderKey | str | None) -> Cal
     return lambda stored: stored is not None and key_text(stored) == text
 
 
-def revoke_token(store: str | CatalogStore, token_id: str, *, now: datetime | None = None) -> bool:
+def revoke_token(store: str | CatalogStore, token_id: str, *, now: datetime | None = None,
+                 actor: Actor = OPERATOR) -> bool:
     """Revoke one token by its public id (as :func:`token_id` and :func:`list_tokens` give
-    it); False when no live token has that id."""
-    with _opened(store, require_catalog=False) as (_, engine):
-        with engine.begin() as conn:
-            return conn.execute(update(_tokens).where(_tokens.c.id == token_id, _tokens.c.revoked_at.is_(None))
-                                .values(revoked_at=_now(now))).rowcount == 1
+    it); False when no live token has that id. Recorded as ``token.revoke`` of its holder,
+    the id in the detail."""
+    with _opened(store, require_catalog=False, actor=actor) as (the_store, engine), \
+            audited(engine, the_store.actor, "token.revoke", f"token:{token_id}", {"token_id": token_id}) as change:
+        def work(conn: Connection) -> bool:
+            row = conn.execute(select(_tokens.c.kind, _tokens.c.name, _tokens.c.provider_key)
+                               .where(_tokens.c.id == token_id)).first()
+            if row is not None:
+                change.object = subject_label(row.kind, row.name, _stored_key(row.provider_key))
+            revoked = conn.execute(update(_tokens).where(_tokens.c.id == token_id, _tokens.c.revoked_at.is_(None))
+                                   .values(revoked_at=_now(now))).rowcount == 1
+            change.detail["revoked"] = int(revoked)
+            return revoked
+
+        return change.commit(work)
 
 
 def list_tokens(store: str | CatalogStore) -> list[TokenInfo]:
@@ -438,12 +475,18 @@ def check_token(store: str | CatalogStore, token: object) -> Authenticated | Non
 
 # -- helpers -------------------------------------------------------------------------------
 @contextmanager
-def _opened(store: str | CatalogStore, *, require_catalog: bool) -> Iterator[tuple[CatalogStore, Engine]]:
+def _opened(store: str | CatalogStore, *, require_catalog: bool, actor: Actor = OPERATOR
+            ) -> Iterator[tuple[CatalogStore, Engine]]:
     """The store and its engine with the token table in it. A URL is opened for this call
-    only (its connections closed after); it must name a store that exists (with a catalog
-    when ``require_catalog``): a mistyped URL never creates an empty store."""
+    only (its connections closed after), for ``actor``; it must name a store that exists
+    (with a catalog when ``require_catalog``): a mistyped URL never creates an empty store.
+    A store handle given brings its own actor (naming another is refused)."""
     owned = isinstance(store, str)
-    the_store = CatalogStore.existing(store) if isinstance(store, str) else store
+    if isinstance(store, str):
+        the_store = CatalogStore.existing(store, actor=actor)
+    else:
+        check_actor(store.actor, actor)
+        the_store = store
     if require_catalog and not owned and not the_store.has_catalog():
         the_store = CatalogStore.existing(the_store.url)  # raises NoStore with its message
     engine = the_store.engine
@@ -500,25 +543,27 @@ def _stored_key(text: str | None) -> ProviderKey | None:
     return None if text is None else json.loads(text)
 
 
-def _revoke(engine: Engine, kind: str, name: str, matches: Callable[[ProviderKey | None], bool],
+def _revoke(conn: Connection, kind: str, name: str, matches: Callable[[ProviderKey | None], bool],
             when: datetime) -> int:
-    with engine.begin() as conn:
-        live = conn.execute(select(_tokens.c.id, _tokens.c.provider_key).where(
-            _tokens.c.kind == kind, _tokens.c.name == name, _tokens.c.revoked_at.is_(None))).all()
-        ids = [r.id for r in live if matches(_stored_key(r.provider_key))]
-        if ids:
-            conn.execute(update(_tokens).where(_tokens.c.id.in_(ids)).values(revoked_at=when))
+    live = conn.execute(select(_tokens.c.id, _tokens.c.provider_key).where(
+        _tokens.c.kind == kind, _tokens.c.name == name, _tokens.c.revoked_at.is_(None))).all()
+    ids = [r.id for r in live if matches(_stored_key(r.provider_key))]
+    if ids:
+        conn.execute(update(_tokens).where(_tokens.c.id.in_(ids)).values(revoked_at=when))
     return len(ids)
 
 
-def _has_tokens(engine: Engine, kind: str, name: str) -> bool:
-    with engine.connect() as conn:
-        return conn.execute(select(_tokens.c.id).where(_tokens.c.kind == kind, _tokens.c.name == name)
-                            ).first() is not None
+def _has_tokens(conn: Connection, kind: str, name: str) -> bool:
+    return conn.execute(select(_tokens.c.id).where(_tokens.c.kind == kind, _tokens.c.name == name)
+                        ).first() is not None
 
 
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode("ascii")).hexdigest()
+
+
+def _iso(when: datetime) -> str:
+    return _utc(when).isoformat().replace("+00:00", "Z")
 
 
 def _now(now: datetime | None) -> datetime:

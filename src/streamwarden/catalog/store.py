@@ -60,10 +60,13 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.schema import CreateTable
 
+from streamwarden.catalog.changes import OPERATOR, Actor, audited
+from streamwarden.catalog.diff import diff_catalogs
 from streamwarden.catalog.generation import install as install_generation
 from streamwarden.catalog.generation import is_versioned
 from streamwarden.catalog.loader import load_catalog_text
 from streamwarden.catalog.model import Action, Catalog
+from streamwarden.plan.expr import format_timestamp
 from streamwarden.errors import StreamwardenError, UsageError
 from streamwarden.names import PRIVATE_FILE, private_dir
 
@@ -238,9 +241,12 @@ def add_missing_columns(engine: Engine, table: Table, names: tuple[str, ...]) ->
 
 class CatalogStore:
     """A catalog database. ``url`` is a SQLAlchemy URL (default: :func:`default_store`);
-    SQLite folders are created, private to their owner, unless ``create=False``."""
+    SQLite folders are created, private to their owner, unless ``create=False``. ``actor``:
+    who the changes made through this handle are recorded under in the audit trail
+    (:mod:`streamwarden.catalog.changes`: by default the operator; None records nothing)."""
 
-    def __init__(self, url: str | None = None, *, create: bool = True):
+    def __init__(self, url: str | None = None, *, create: bool = True, actor: Actor = OPERATOR):
+        self.actor = actor
         url = url or default_store()
         check_store_url(url)
         self.path: Path | None = None  # the SQLite file, if it is one
@@ -253,10 +259,10 @@ class CatalogStore:
         self._engine: Engine | None = None
 
     @classmethod
-    def existing(cls, url: str | None = None) -> "CatalogStore":
+    def existing(cls, url: str | None = None, *, actor: Actor = OPERATOR) -> "CatalogStore":
         """The store at ``url`` for a command that changes live state: it must exist and hold a
         catalog; raises :class:`NoStore` (and creates nothing) otherwise."""
-        store = cls(url, create=False)
+        store = cls(url, create=False, actor=actor)
         if not store.has_catalog():
             raise NoStore(f"no store at {store.url}: load a catalog first with "
                           f"`streamwarden check CATALOG --store {store.url}`")
@@ -302,36 +308,16 @@ class CatalogStore:
         its current values, a newly declared one is added with the file's values, and one
         the file no longer declares is dropped. ``reset_actions=True`` replaces the live
         values by the file's. (``keep_live_actions`` is accepted for compatibility: keeping
-        them is what ``save`` always does.)
+        them is what ``save`` always does.) Recorded in the audit trail as ``catalog.update``,
+        its detail what the new catalog adds, removes and redefines.
         """
-        declared = set(catalog.actions)
-        with self.engine.begin() as conn:
-            live = {row.name for row in conn.execute(select(_actions.c.name))}
-            for table in (_sources, _policies):
-                conn.execute(delete(table))
-            dropped = sorted(live - declared)
-            if dropped:
-                conn.execute(delete(_actions).where(_actions.c.name.in_(dropped)))
-            if reset_actions:
-                conn.execute(delete(_actions))
-            conn.execute(insert(_sources).values(name=catalog.name, text=catalog.text,
-                                                 loaded_at=datetime.now(timezone.utc)))
-            for p in catalog.policies:
-                conn.execute(insert(_policies).values(
-                    id=p.id, subject=p.subject, streams=json.dumps(p.streams),
-                    attributes=json.dumps(p.attributes or "*"), privilege=p.privilege, where_text=p.where_text,
-                    time=json.dumps([str(b) for b in p.time]) if p.time else None,
-                    window=json.dumps(p.window) if p.window else None,
-                ))
-            for a in catalog.actions.values():
-                if a.name in live and not reset_actions:
-                    continue
-                conn.execute(insert(_actions).values(name=a.name, start=a.start, end=a.end, target=a.target))
-            _sync_identities(conn, frozenset(catalog.users), drop=True)
-            _sync_identities(conn, frozenset(catalog.streams), drop=True, table=_stream_identities)
-        kept = () if reset_actions else tuple(sorted(live & declared))
-        return ActionChanges(kept, tuple(sorted(declared - live)), tuple(dropped),
-                             tuple(sorted(live & declared)) if reset_actions else ())
+        with audited(self.engine, self.actor, "catalog.update", "catalog", {"catalog": catalog.name}) as change:
+            def work(conn: Connection) -> ActionChanges:
+                if change.recording:
+                    change.detail = _replacing(conn, catalog) | ({"reset_actions": True} if reset_actions else {})
+                return _save(conn, catalog, reset_actions)
+
+            return change.commit(work)
 
     def load(self) -> Catalog:
         """The stored catalog, re-validated, with the live action values."""
@@ -393,16 +379,68 @@ class CatalogStore:
     def set_action(self, name: str, **values: object) -> None:
         """Update an action's start, end or target (``None`` clears the value). An action the
         store does not hold (the stored catalog does not declare it) is refused: a mistyped
-        name never creates a new action while the real one stays as it was."""
+        name never creates a new action while the real one stays as it was. Recorded in the
+        audit trail as ``action.update action:<name>``, with the values set."""
         unknown = set(values) - {"start", "end", "target"}
         if unknown:
             raise ValueError(f"unknown action fields: {', '.join(sorted(unknown))}")
-        with self.engine.begin() as conn:
+        shown = {k: format_timestamp(v) if isinstance(v, datetime) else v for k, v in values.items()}
+
+        def work(conn: Connection) -> None:
             result = conn.execute(update(_actions).where(_actions.c.name == name).values(**values))
             if result.rowcount == 0:
                 known = sorted(row.name for row in conn.execute(select(_actions.c.name)))
                 raise UnknownName(f"unknown action {name!r}: the stored catalog declares "
                                   f"{', '.join(known) or 'no actions'}")
+
+        with audited(self.engine, self.actor, "action.update", f"action:{name}", shown) as change:
+            change.commit(work)
+
+
+#: Names of one kind a catalog change's audit record lists, then how many more (as the service's).
+DETAIL_NAMES = 50
+_NO_CATALOG = Catalog({}, {}, {}, {}, (), "(none)")
+
+
+def _replacing(conn: Connection, catalog: Catalog) -> dict[str, object]:
+    """What saving ``catalog`` replaces, for its audit record: the streams, roles, users,
+    policies and actions it adds, removes or redefines (all added, in a store without one)."""
+    row = conn.execute(select(_sources.c.name, _sources.c.text)).first()
+    try:
+        before = _parsed(row.text, row.name) if row is not None else _NO_CATALOG
+    except StreamwardenError:  # a stored catalog that no longer loads is replaced whole
+        return {"catalog": catalog.name, "replaced": "the stored catalog could not be read"}
+    return diff_catalogs(before, catalog).detail(limit=DETAIL_NAMES)
+
+
+def _save(conn: Connection, catalog: Catalog, reset_actions: bool) -> ActionChanges:
+    """:meth:`CatalogStore.save`'s writes, in ``conn``."""
+    declared = set(catalog.actions)
+    live = {row.name for row in conn.execute(select(_actions.c.name))}
+    for table in (_sources, _policies):
+        conn.execute(delete(table))
+    dropped = sorted(live - declared)
+    if dropped:
+        conn.execute(delete(_actions).where(_actions.c.name.in_(dropped)))
+    if reset_actions:
+        conn.execute(delete(_actions))
+    conn.execute(insert(_sources).values(name=catalog.name, text=catalog.text, loaded_at=datetime.now(timezone.utc)))
+    for p in catalog.policies:
+        conn.execute(insert(_policies).values(
+            id=p.id, subject=p.subject, streams=json.dumps(p.streams),
+            attributes=json.dumps(p.attributes or "*"), privilege=p.privilege, where_text=p.where_text,
+            time=json.dumps([str(b) for b in p.time]) if p.time else None,
+            window=json.dumps(p.window) if p.window else None,
+        ))
+    for a in catalog.actions.values():
+        if a.name in live and not reset_actions:
+            continue
+        conn.execute(insert(_actions).values(name=a.name, start=a.start, end=a.end, target=a.target))
+    _sync_identities(conn, frozenset(catalog.users), drop=True)
+    _sync_identities(conn, frozenset(catalog.streams), drop=True, table=_stream_identities)
+    kept = () if reset_actions else tuple(sorted(live & declared))
+    return ActionChanges(kept, tuple(sorted(declared - live)), tuple(dropped),
+                         tuple(sorted(live & declared)) if reset_actions else ())
 
 
 def incarnation_of(conn: Connection, user: str) -> str | None:

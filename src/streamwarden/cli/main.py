@@ -21,7 +21,9 @@ a running query cleanly, keeping what it committed); SIGTERM stops ``run``, ``ne
 run`` and ``serve`` the same way with exit 0 (a supervisor's ordinary stop). ``audit
 verify`` exits 1 when it finds the trail tampered with: a finding, not a usage error.
 Every file the CLI creates is private to its owner: the process umask is 077 (Spark
-starts with it, see :mod:`streamwarden.engine.session`).
+starts with it, see :mod:`streamwarden.engine.session`). Every change a command makes (a
+catalog loaded, a grant, an action, a token, a registration) is an audit record under the
+operator, ``cli:$STREAMWARDEN_OPERATOR`` or ``cli:<OS user>`` (:mod:`streamwarden.api.identity`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import warnings
 from pathlib import Path
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
-from typing import Any, Callable, ContextManager, Iterator, Literal, Sequence
+from typing import Any, ContextManager, Iterator, Sequence
 
 from streamwarden import api
 from streamwarden.errors import SourceError, StreamwardenError
@@ -649,13 +651,13 @@ class _ProgressLines:
 def _access_change(args: argparse.Namespace) -> int:
     """``grant``/``revoke``: only on a store that exists, for a registered query and a known user."""
     server = api.AuthorizationServer.existing(args.store, args.sp_folder)
+    when = api.access_time(args.ts)
+    if args.command == "grant":  # an audit record, refused too (an unknown query or user)
+        server.grant(args.query, args.user, when, until=args.until, strict=True)
+    else:
+        server.revoke(args.query, args.user, when, strict=True)
     for note in server.check(args.query, args.user, strict=True):
         print(f"note: {note}", file=sys.stderr)
-    when = api.access_time(args.ts)
-    if args.command == "grant":
-        server.grant(args.query, args.user, when, until=args.until)
-    else:
-        server.revoke(args.query, args.user, when)
     source = _naive_note(args.ts) if args.ts else " (now: no --ts given)"
     until_text = getattr(args, "until", None)
     until = f" until {api.format_timestamp(api.access_time(until_text))}{_naive_note(until_text)}" if until_text else ""
@@ -817,7 +819,7 @@ def _sp(args: argparse.Namespace) -> int:
 
 
 def _token(args: argparse.Namespace) -> int:
-    """``token create`` / ``token revoke``: on a store with a catalog; audited, the token never."""
+    """``token create`` / ``token revoke``: on a store with a catalog; audited (the token never is)."""
     if args.provider is not None:
         check_name("stream", args.provider)  # before anything is written or audited
     if args.key is not None:
@@ -831,67 +833,20 @@ def _token(args: argparse.Namespace) -> int:
     store = api.CatalogStore.existing(args.store)  # never creates one: a mistyped --store is an error
     kind, name = ("user", args.user) if args.user is not None else ("provider", args.provider)
     target = api.subject_label(kind, name, args.key)
-    if not creating:
-        with _Audited(store, "token.revoke", target) as change:
-            count = (api.revoke_tokens(store, args.user) if args.user is not None
-                     else api.revoke_provider_tokens(store, args.provider, args.key))
-            change.detail["revoked"] = count
+    if not creating:  # each change is an audit record (refused too), under the operator
+        count = (api.revoke_tokens(store, args.user) if args.user is not None
+                 else api.revoke_provider_tokens(store, args.provider, args.key))
         print(f"revoked {count} token{'' if count == 1 else 's'} of {target} in {store.url}")
         return 0
-    with _Audited(store, "token.create", target) as change:
-        token = api.create_token(store, args.user, admin=args.admin, expires=expires,
-                                 provider_stream=args.provider, provider_key=args.key)
-        token_id = api.token_id(token)
-        assert token_id is not None  # a token just made is well formed
-        change.detail.update(token_id=token_id, admin=args.admin, expires=args.expires)
-        change.undo = lambda: api.revoke_token(store, token_id)  # a token made unaudited must not work
+    token = api.create_token(store, args.user, admin=args.admin, expires=expires, provider_stream=args.provider,
+                             provider_key=args.key)
+    token_id = api.token_id(token)
     what = [f"id {token_id}"] + (["admin"] if args.admin else []) + [f"expires in {args.expires}" if expires
                                                                      else "valid until revoked"]
     print(f"created a token for {target} ({', '.join(what)}) in {store.url}; the token is shown this "
           "once, as the last line of stdout", file=sys.stderr)
     print(token)
     return 0
-
-
-class _Audited:
-    """Runs a token change and records it in the audit trail: ``ok`` with its detail, or
-    ``refused`` (the error re-raised) when it raises a :class:`StreamwardenError`. When the
-    audit record cannot be written, the change is undone (``undo``) and the error raised."""
-
-    def __init__(self, store: Any, action: str, target: str):
-        import uuid
-
-        self.store, self.action, self.target = store, action, target
-        self.request = uuid.uuid4().hex
-        self.detail: dict[str, Any] = {}
-        self.undo: Callable[[], object] | None = None
-
-    def __enter__(self) -> "_Audited":
-        return self
-
-    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
-        if exc is not None and not isinstance(exc, StreamwardenError):
-            return False  # unexpected: reported as such, nothing to record
-        outcome, detail = ("ok", self.detail) if exc is None else ("refused", {"error": type(exc).__name__})
-        try:
-            api.append_audit(self.store, _cli_principal(), self.action, self.target, outcome,
-                             request_id=self.request, detail=detail)
-        except BaseException:
-            if exc is None and self.undo is not None:
-                self.undo()
-            raise
-        return False
-
-
-def _cli_principal() -> str:
-    """``cli:<OS user>``: who ran a command that changes identities, for the audit trail."""
-    import getpass
-
-    try:
-        name = getpass.getuser()
-    except Exception:  # no login name and no passwd entry (some containers)
-        name = f"uid{os.getuid()}" if hasattr(os, "getuid") else "unknown"
-    return "cli:" + ("".join(c for c in name if c.isprintable())[:64] or "unknown")
 
 
 def _audit(args: argparse.Namespace) -> int:

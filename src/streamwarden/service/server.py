@@ -24,8 +24,8 @@ from typing import Any, Mapping
 
 import uvicorn
 
-from streamwarden.api import (AuthorizationServer, load_catalog, lower_priority, network_info, parse_duration,
-                              start_logged_spark, start_network, store_log_dir)
+from streamwarden.api import (AuthorizationServer, CatalogStore, load_catalog, lower_priority, network_info,
+                              parse_duration, start_logged_spark, start_network, store_log_dir)
 from streamwarden.errors import StreamwardenError
 from streamwarden.names import check_name, private_dir
 from streamwarden.service.app import Service, create_app
@@ -67,10 +67,12 @@ def open_service(options: ServeOptions, host: Any = None) -> Service:
         raise StreamwardenError("--tls-cert and --tls-key go together")
     if options.jwks is not None and not (options.issuer and options.audience):
         raise StreamwardenError("--jwks needs --issuer and --audience: a token of any issuer or audience is refused")
-    server = AuthorizationServer(options.store_url, options.sp_folder)
+    # actor=None: what requests change is recorded by the service's own trail (service/trail.py),
+    # once per request; the store's own records of the same change would be a second one
+    server = AuthorizationServer(options.store_url, options.sp_folder, actor=None)
     store = server.store
-    if options.catalog is not None:
-        store.save(load_catalog(options.catalog))
+    if options.catalog is not None:  # the operator's change, before any request: recorded under them
+        CatalogStore(store.url).save(load_catalog(options.catalog))
     elif not store.has_catalog():
         raise StreamwardenError(f"the store {store.url} holds no catalog: give --catalog FILE.yaml")
     catalog = store.load()
