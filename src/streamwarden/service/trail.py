@@ -52,14 +52,6 @@ RETRY_FIRST, RETRY_MAX = 0.05, 2.0  # seconds between attempts while the store f
 REFUSALS = 3  # attempts a record fails alone before substitutes are tried (a store that is down refuses those too)
 FLUSH_TIMEOUT = 30.0
 CLOSE_TIMEOUT = 30.0
-#: Reads a page repeats on a timer (the console refreshing its lists) that declare themselves
-#: polls: the first of a principal's polls of one object is recorded, the repeats within
-#: POLL_WINDOW seconds are counted, and the count written as a record when the window ends.
-#: Nothing is unaudited; a person's own actions are not buried
-#: under a timer's. Reads of rows are never coalesced: each names the policies it was served under.
-POLL_WINDOW = 300.0
-COALESCED = frozenset({"query.list", "query.show", "network.read", "grant.list"})
-SWEEP_EVERY = 5.0  # seconds between the writer's looks for polls whose window has ended
 
 
 @dataclass(frozen=True)
@@ -83,8 +75,6 @@ class AuditTrail:
         self.repaired = 0  # of those, written repaired or as a substitute
         self.lost = 0  # records never written: the store still failed when the trail closed
         self._pending: deque[_Entry] = deque()
-        self._poll_lock = threading.Lock()
-        self._polls: dict[tuple[str, str, str], tuple[float, int]] = {}  # (principal, action, object): (since, repeats)
         self._queued = 0  # records ever queued
         self._done = 0  # of those, written or given up
         self._refused = 0  # requests refused (503) while unhealthy, not yet in a record
@@ -98,47 +88,18 @@ class AuditTrail:
     # -- requests' side ------------------------------------------------------------------------
     def record(self, principal: str, action: str, object: str, outcome: str, *, policies: Iterable[str] = (),
                request_id: str | None = None, detail: Mapping[str, Any] | None = None, poll: bool = False) -> None:
-        """Queue one record (never raises, never blocks on the store). ``poll``: a timer's repeated
-        read, coalesced when it is one of :data:`COALESCED` and succeeded (see :data:`POLL_WINDOW`)."""
-        if poll and action in COALESCED and outcome == "ok":
-            counted = self._coalesce((principal, action, object))
-            if counted is None:
-                return
-            detail = {**(detail or {}), "polls": counted, "coalesced": f"repeats within {POLL_WINDOW:.0f} s "
-                                                                      "are counted in a record when the window ends"}
+        """Queue one record (never raises, never blocks on the store). ``poll``: a request that
+        says it is a timer's (``X-Streamwarden-Poll: 1``, the console refreshing its lists) is
+        recorded like any other, marked ``"poll": true`` in its detail so that a reader of the
+        trail can set a timer's records apart from what a person did. Every poll is its own
+        record: a count kept in memory would be lost with the process."""
+        if poll:
+            detail = {**(detail if isinstance(detail, Mapping) else {}), "poll": True}
         try:
             entry = _Entry(principal, action, object, outcome, tuple(policies), request_id, detail)
         except Exception:  # policies that cannot be read: the writer repairs the rest
             entry = _Entry(principal, action, object, outcome, (), request_id, detail)
         self._queue(entry)
-
-    def _coalesce(self, key: tuple[str, str, str]) -> int | None:
-        """The polls this record stands for (itself and the repeats since the last one), or None
-        when it is a repeat within the window (counted, not written now)."""
-        now = time.monotonic()
-        with self._poll_lock:
-            since, repeats = self._polls.get(key, (None, 0))
-            if since is not None and now - since < POLL_WINDOW:
-                self._polls[key] = (since, repeats + 1)
-                return None
-            self._polls[key] = (now, 0)
-            return repeats + 1
-
-    def _sweep_polls(self, *, everything: bool = False) -> None:
-        """Write the repeats of each poll whose window has ended (``everything``: of every poll, the
-        trail closing) as a record of their own, and forget the poll: counts never wait for the
-        poller's next request, which may never come."""
-        now = time.monotonic()
-        with self._poll_lock:
-            ended = [(key, repeats) for key, (since, repeats) in self._polls.items()
-                     if everything or now - since >= POLL_WINDOW]
-            for key, _ in ended:
-                del self._polls[key]
-        for (principal, action, object), repeats in ended:
-            if repeats:
-                self._queue(_Entry(principal, action, object, "ok", (), None,
-                                   {"polls": repeats, "coalesced": "the repeats since the record before"}),
-                            closing=True)
 
     def _queue(self, entry: _Entry, *, closing: bool = False) -> None:
         with self._changed:
@@ -183,7 +144,6 @@ class AuditTrail:
 
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Write what is queued and stop the writer: within ``timeout`` seconds, whatever the store does."""
-        self._sweep_polls(everything=True)
         with self._changed:
             self._closing = True
             self._deadline = time.monotonic() + max(timeout - 1.0, 0.0)
@@ -199,14 +159,11 @@ class AuditTrail:
 
     # -- the writer ------------------------------------------------------------------------------
     def _run(self) -> None:
-        committed = swept = 0.0  # monotonic times of the last commit and the last sweep
+        committed = 0.0  # monotonic time of the last commit
         while True:
-            if time.monotonic() - swept >= SWEEP_EVERY:  # not at every group: polls of every user are walked
-                swept = time.monotonic()
-                self._sweep_polls()
             with self._changed:
                 if not self._pending and not self._closing:
-                    self._changed.wait(timeout=SWEEP_EVERY)  # a record, the close, or time to sweep the polls
+                    self._changed.wait()  # a record, or the close
                 if not self._pending:
                     if self._closing:
                         return  # everything is written
