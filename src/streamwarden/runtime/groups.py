@@ -472,7 +472,8 @@ class StreamGroup:
                         "joined": {n: joined[keys[n]] for n in members if keys[n] in joined}}
             private_dir(folder)
             _write_json(path, decision)
-            _write_json(self.checkpoint / "joined.json", {keys[n]: joined[keys[n]] for n in members if keys[n] in joined})
+            _write_json(self.checkpoint / "joined.json", {keys[n]: joined[keys[n]] for n in members
+                                                          if keys[n] in joined})
         for old in folder.glob("*.json"):  # Spark replays only its latest batch: earlier ones are committed
             if old.stem.isdigit() and int(old.stem) < batch_id:
                 old.unlink(missing_ok=True)

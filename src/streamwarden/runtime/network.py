@@ -578,9 +578,9 @@ class NetworkRuntime(StreamsRunner):
         handover = _read_marks(self.root / pipeline.query.id / "handover.json")
         moved = False
         for user in pipeline.users:
-            mark = handover.get(user)
-            if user not in after or (mark is not None and (after[user] is None or mark > after[user])):
-                moved = moved or user not in after or after[user] != mark
+            mark, kept = handover.get(user), after.get(user)
+            if user not in after or (mark is not None and (kept is None or mark > kept)):
+                moved = moved or user not in after or kept != mark
                 after[user] = mark
         if moved:
             _write_marks(checkpoint / "after.json", after)
