@@ -66,7 +66,9 @@ from bench.suite.launch import become_subreaper
 
 LOG = "_delivered.jsonl"  # streamwarden.runtime.deliveries.LOG, not imported: the driver imports no streamwarden
 #: What a pipeline says once it runs: ``network run``'s line, or the hand-written query's.
-READY = re.compile(r"running as (\d+) pipelines")
+#: What ``network run`` says once its pipelines run ("network: 20 registered queries as 20 pipelines, ...";
+#: the plain baseline says "plain query running as 1 pipelines"), the count with its thousands separators.
+READY = re.compile(r"\bas (\d[\d,]*) pipelines?\b")
 #: The watcher sweeps at most this often, and rests at least this many times its last sweep's time.
 SWEEP_S, SWEEP_REST = 0.05, 20
 
@@ -371,7 +373,7 @@ class _Command:
             self.stderr.append(line)
             said = READY.search(line)
             if said and not self.ready.is_set():
-                self.ready_at, self.pipelines = time.time(), float(said.group(1))
+                self.ready_at, self.pipelines = time.time(), float(said.group(1).replace(",", ""))
                 self.ready.set()
 
     def running(self) -> bool:

@@ -88,7 +88,9 @@ LABELS = {RUN: "network run", HAND: "by hand", DATA: "by hand, queries as data",
 #: Where the workload notes the latest reading's time (epoch seconds) for the checks.
 LATEST = "latest-reading.txt"
 #: What ``network run`` says once its pipelines are started (read for the time that took; optional).
-STARTED = re.compile(r"running as (\d+) pipelines")
+#: What ``network run`` says once its pipelines run ("network: 20 registered queries as 20 pipelines, ...";
+#: the plain baseline says "plain query running as 1 pipelines"), the count with its thousands separators.
+STARTED = re.compile(r"\bas (\d[\d,]*) pipelines?\b")
 
 
 # -- the workload ---------------------------------------------------------------------------------
@@ -285,7 +287,7 @@ def launch(out: Path, argv: Sequence[str]) -> int:
     for at, line in stderr:
         started = STARTED.search(line)
         if started:
-            numbers.update(started_s=round(at, 3), pipelines=int(started.group(1)))
+            numbers.update(started_s=round(at, 3), pipelines=int(started.group(1).replace(",", "")))
     print(json.dumps({**numbers, "rows_out": sum(n for _, n in _data_files(out / "rows")),
                       "command_cpu_s": round(command_cpu, 3), "left_running_cpu_s": round(left_cpu, 3),
                       "load": os.getloadavg()[0], "subreaper": int(adopted)}), flush=True)
