@@ -64,7 +64,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
 from sqlalchemy import (Column, Integer, MetaData, RowMapping, String, Table, Text, create_engine, func, insert, select,
                         update)
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from streamwarden.catalog.identity import PREFIX, looks_like_token
 from streamwarden.catalog.store import CatalogStore, NoStore, create_tables
@@ -200,8 +200,11 @@ def append(store: str | CatalogStore | Engine, principal: str, action: str, obje
             try:
                 with engine.begin() as conn:
                     return _append(conn, values)
-            except (IntegrityError, Raced) as exc:  # another process appended between our read of the head and
-                why = _refusal(exc)                 # our write (or the store refuses the record: said at the end)
+            except (IntegrityError, Raced, OperationalError) as exc:
+                if isinstance(exc, OperationalError) and not is_contention(exc):
+                    raise
+                why = _refusal(exc)  # another process appended between our read of the head and our write, the
+                #                      database gave up on a deadlock, or the store refuses the record (said at the end)
     raise AuditError(f"could not append to the audit trail: {_RETRIES} concurrent writers were faster, or the store "
                      f"refuses the record ({why})")
 
@@ -219,7 +222,9 @@ def append_all(store: str | CatalogStore | Engine, entries: Iterable[Mapping[str
                 with engine.begin() as conn:
                     _append_chain(conn, rows)
                 return len(rows)
-            except (IntegrityError, Raced) as exc:
+            except (IntegrityError, Raced, OperationalError) as exc:
+                if isinstance(exc, OperationalError) and not is_contention(exc):
+                    raise
                 why = _refusal(exc)
     raise AuditError(f"could not append to the audit trail: {_RETRIES} concurrent writers were faster, or the store "
                      f"refuses the records ({why})")
@@ -227,7 +232,7 @@ def append_all(store: str | CatalogStore | Engine, entries: Iterable[Mapping[str
 
 def _refusal(exc: Exception) -> str:
     """What the store said when an append lost its place (a race, or a constraint of the store's own)."""
-    if isinstance(exc, IntegrityError):
+    if isinstance(exc, (IntegrityError, OperationalError)):
         return clean_text(f"{type(exc.orig).__name__}: {exc.orig}", 160)
     return str(exc) or "the head moved"
 
@@ -244,10 +249,28 @@ def append_in(conn: Connection, entries: Iterable[Mapping[str, Any]]) -> None:
     if not rows:
         return
     try:
-        conn.execute(update(_head).where(_head.c.id == 1).values(seq=_head.c.seq))  # the lock; changes nothing
+        hold_head(conn)
         _append_chain(conn, rows)
     except IntegrityError as exc:  # a seq taken (a new trail's first records, raced), or the store refused
         raise Raced(_refusal(exc)) from exc
+
+
+def hold_head(conn: Connection) -> None:
+    """Lock the trail's head in the caller's transaction (an update that changes nothing: the
+    write lock on SQLite, the row's on PostgreSQL). An audited change takes it *before* its own
+    writes, so every transaction that appends takes its locks in one order, head first, and
+    two changes can never wait for each other (PostgreSQL reported that deadlock when a
+    change locked its rows first and the head second while a plain append held the head)."""
+    conn.execute(update(_head).where(_head.c.id == 1).values(seq=_head.c.seq))
+
+
+def is_contention(exc: BaseException) -> bool:
+    """Did the database give up a transaction because of another one (PostgreSQL's deadlock
+    or serialization failure, SQLite's busy store)? Such a transaction is simply tried again."""
+    if not isinstance(exc, OperationalError):
+        return False
+    code = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+    return code in ("40P01", "40001") or "database is locked" in str(exc.orig)
 
 
 def ready(engine: Engine) -> None:
@@ -255,6 +278,13 @@ def ready(engine: Engine) -> None:
     :func:`append_in` opens (creating them inside it would wait for its own lock)."""
     if engine not in _ready:
         create_tables(engine, _metadata)
+        with engine.begin() as conn:  # a new trail gets its head now, so that hold_head has a row to lock
+            if conn.execute(select(_head.c.id)).first() is None and conn.execute(select(_audit.c.seq)).first() is None:
+                try:
+                    with conn.begin_nested():
+                        conn.execute(insert(_head).values(id=1, seq=0, hash=GENESIS))
+                except IntegrityError:  # another writer made it first
+                    pass
         _ready.add(engine)
 
 

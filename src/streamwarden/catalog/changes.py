@@ -143,22 +143,33 @@ class AuditedChange:
         for _ in range(ATTEMPTS):
             try:
                 with self.engine.begin() as conn:
+                    self._write(audit.hold_head, conn, audit)  # head first: one lock order for every appender
                     result = work(conn)
                     self._append(conn, audit)
                 self.committed = True
                 return result
             except audit.Raced as exc:  # another writer took the records' place: the change is tried again
                 why = str(exc)
+            except Exception as exc:
+                if not audit.is_contention(exc):
+                    raise
+                why = audit.clean_text(str(exc), 160)  # the database gave the transaction up: tried again
         self._unwritten = True
         raise audit.AuditError(f"the change was not made: its audit record could not be written ({why})")
 
     def _append(self, conn: Connection, audit: Any) -> None:
         entries = [self._entry(action, object, detail, "ok") for action, object, detail in self._records()]
+        self._write(lambda c: audit.append_in(c, entries), conn, audit)
+
+    def _write(self, write: Callable[[Connection], None], conn: Connection, audit: Any) -> None:
+        """``write(conn)``, a write to the trail: a refusal by the store rolls the change back."""
         try:
-            audit.append_in(conn, entries)
+            write(conn)
         except audit.Raced:
             raise
         except Exception as exc:  # the store refused the records: the transaction rolls the change back
+            if audit.is_contention(exc):
+                raise
             self._unwritten = True
             raise audit.AuditError("the change was not made: its audit record could not be written "
                                    f"({audit.clean_text(f'{type(exc).__name__}: {exc}', 200)})") from None
