@@ -72,3 +72,26 @@ def pg_store_url(postgres_url: str):  # type: ignore[no-untyped-def]
 
     with fresh_database(postgres_url) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """A real single-node Kafka broker for the whole run (streamwarden.demo.broker), started on
+    first use from the jars `make jars` fetched, stopped by its PID at the end. A broker that
+    cannot start fails the tests that need it: no Kafka test is ever skipped."""
+    from streamwarden.demo.broker import BrokerError, start_broker
+
+    try:
+        broker = start_broker(tmp_path_factory.mktemp("kafka"))
+    except BrokerError as exc:
+        pytest.fail(f"the test Kafka broker did not start: {exc}", pytrace=False)
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def kafka_topic(kafka_broker, request):  # type: ignore[no-untyped-def]
+    """A new topic of two partitions for one test (its name from the test's), on the session's broker."""
+    from kafka_tools import create_topic
+
+    return create_topic(kafka_broker.bootstrap, request.node.name, partitions=2)

@@ -310,8 +310,9 @@ LOCAL_FILES = {"spark.hadoop.fs.file.impl": "streamwarden.jvm.LocalFiles$FileSys
 
 
 def with_operators(conf: Mapping[str, str], master: str = DEFAULT_MASTER) -> dict[str, str]:
-    """``conf`` with streamwarden's JVM operators (:mod:`streamwarden.engine.jvm`) on the
-    driver's class path, where py4j finds them, and in ``spark.jars``, which ships them to
+    """``conf`` with streamwarden's JVM operators and Spark's Kafka connector
+    (:mod:`streamwarden.engine.jvm`, as ``make jars`` built them) on the driver's class
+    path, where py4j finds them, and in ``spark.jars``, which ships them to
     executors; a user's own jars in either setting stay.
 
     On a master of this machine (``local[...]``, ``local-cluster[...]``, whose executors
@@ -323,11 +324,12 @@ def with_operators(conf: Mapping[str, str], master: str = DEFAULT_MASTER) -> dic
         >>> [k for k in with_operators({}, "yarn") if k.startswith("spark.hadoop.fs.")]
         []
     """
-    from streamwarden.engine.jvm import operators_jar
+    from streamwarden.engine.jvm import connector_jars, operators_jar
 
-    jar = str(operators_jar())
+    jars = [str(operators_jar()), *map(str, connector_jars())]  # Maven's copies: nothing downloads now
+    jar = os.pathsep.join(jars)
     merged = dict(conf)
-    merged["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars", ""), jar]))
+    merged["spark.jars"] = ",".join(filter(None, [conf.get("spark.jars", ""), *jars]))
     merged["spark.driver.extraClassPath"] = os.pathsep.join(filter(None, [conf.get("spark.driver.extraClassPath", ""),
                                                                           jar]))
     if _LOCAL.fullmatch(master) or _LOCAL_CLUSTER.fullmatch(master):

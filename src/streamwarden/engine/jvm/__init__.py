@@ -7,14 +7,16 @@ encoding of SP records for a user, a continuous ``[ROWS n]`` window — is small
 cross into Python and their state lives in Spark's state store and checkpoint like every
 other operator's.
 
-:func:`operators_jar` compiles those sources with the JDK's ``javac`` against PySpark's
-jars and caches the jar by the hash of the sources and the Spark version (in the same
-private cache as the shipped package, :func:`streamwarden.engine.shipping.cache_dir`), so a
-fresh checkout, an editable install and a wheel all work without a Maven build; ``make``
-builds it once up front. :mod:`streamwarden.engine.session` puts the jar on the driver's
-class path and ships it to executors (``spark.jars``).
+``make jars`` builds them with Maven (the project's ``pom.xml``) into ``build/jvm``, beside
+the runtime jars Spark needs beyond its own (its Kafka connector, in ``build/jvm/lib``:
+:func:`connector_jars`). Where that jar is missing or older than a source (an installed
+wheel, an edit since), :func:`operators_jar` compiles the sources with the JDK's ``javac``
+against PySpark's jars and caches the jar by the hash of the sources and the Spark version
+(in the same private cache as the shipped package,
+:func:`streamwarden.engine.shipping.cache_dir`). :mod:`streamwarden.engine.session` puts the
+jars on the driver's class path and ships them to executors (``spark.jars``).
 
-    >>> operators_jar().name.startswith("streamwarden-jvm-")
+    >>> operators_jar().name.startswith("streamwarden-jvm")
     True
 """
 
@@ -72,11 +74,41 @@ def _javac() -> str:
     return found
 
 
+#: Where ``make jars`` (Maven, the project's ``pom.xml``) puts the JVM side: the operators'
+#: jar and, in ``lib/``, the jars Spark needs beyond its own (its Kafka connector). Another
+#: folder laid out alike may be named by this variable (an installed wheel has no build folder).
+JARS_ENV = "STREAMWARDEN_JVM_JARS"
+
+
+def jars_dir() -> Path:
+    """The folder of Maven's build (:data:`JARS_ENV`, else ``build/jvm`` beside the checkout's
+    ``pom.xml``); it may not exist."""
+    named = os.environ.get(JARS_ENV)
+    if named:
+        return Path(named)
+    return Path(__file__).resolve().parents[4] / "build" / "jvm"
+
+
+def connector_jars() -> list[Path]:
+    """The jars Spark needs beyond its own (Spark's Kafka connector, its token provider,
+    ``kafka-clients`` and ``commons-pool2``), as Maven copied them; empty before ``make jars``."""
+    return sorted((jars_dir() / "lib").glob("*.jar"))
+
+
+def kafka_available() -> bool:
+    """Can Spark read and write Kafka here (Spark's connector is among :func:`connector_jars`)?"""
+    return any(p.name.startswith("spark-sql-kafka-0-10_") for p in connector_jars())
+
+
 def operators_jar(cache: Path | None = None) -> Path:
-    """The jar of streamwarden's JVM operators, compiled now if its sources changed."""
+    """The jar of streamwarden's JVM operators: Maven's (``make jars``) when it is newer than
+    every source, else compiled now with ``javac`` if its sources changed (a wheel, an edit)."""
     from streamwarden.engine.shipping import cache_dir, write_archive
 
     sources = _sources()
+    built = jars_dir() / "streamwarden-jvm.jar"
+    if cache is None and built.is_file() and built.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
+        return built
     folder = cache if cache is not None else cache_dir()
     target = folder / f"streamwarden-jvm-{_digest(sources)}.jar"
     if target.is_file():
@@ -160,5 +192,12 @@ def rebase(template: DataFrame, placeholder: DataFrame, batch: DataFrame) -> Dat
     return None if jdf is None else ClassicDataFrame(jdf, spark)
 
 
-__all__ = ["line_numbers", "rebase", "operators_jar", "rows_window", "security_shield", "sp_encoder", "spark_jars"]
+def is_stateful(frame: DataFrame) -> bool:
+    """Whether ``frame``'s plan keeps state across micro-batches (a Security Shield, an
+    aggregate, a join, a deduplication: ``Plans.java``)."""
+    return bool(_jvm_operators(frame.sparkSession).Plans.stateful(frame._jdf))
+
+
+__all__ = ["JARS_ENV", "connector_jars", "is_stateful", "jars_dir", "kafka_available",
+            "line_numbers", "rebase", "operators_jar", "rows_window", "security_shield", "sp_encoder", "spark_jars"]
 
