@@ -74,6 +74,7 @@ from streamwarden.catalog.registry import access_periods
 from streamwarden.engine.columns import MEMBER
 from streamwarden.engine.compiler import EVENT
 from streamwarden.engine.fanout import IO_THREADS, write_per_recipient
+from streamwarden.engine.jvm import is_stateful
 from streamwarden.engine.reuse import BuiltOnce
 from streamwarden.engine.shared import ROW, Member, SharedAggregate, group_rows, shared_input
 from streamwarden.engine.sinks import committed_batches, start_writer, stream_writer
@@ -182,10 +183,11 @@ BACKFILL_POOL = "streamwarden-backfill"
 class StreamGroup:
     """One group: its Spark query, its members, and what it has delivered.
 
-    **Nothing a member does stops the group.** Each micro-batch first runs the group's whole
-    input once (persisted: the shield, the level guard, the aggregate and their state move on
-    whatever the members' plans are, even when every plan folds to nothing, as ``NULL > 100``
-    does once a policy hides ``pulse``); the members' plans then read it. A member whose plan
+    **Nothing a member does stops the group.** A group whose Spark query keeps state (a shield,
+    an aggregate) first runs its whole input once in each micro-batch (persisted: the shield and
+    the aggregate move their state on whatever the members' plans are, even when every plan
+    folds to nothing, as ``NULL > 100`` does once a policy hides ``pulse``); the members' plans
+    then read it. A stateless group's members read the batch directly. A member whose plan
     fails is found (each template alone, then halves of its members) and fails alone, with the
     first line of the real cause; a joiner's backfill runs beside the group in a worker thread,
     in a pool of its own of Spark's fair scheduler, and one that cannot read its history fails
@@ -202,6 +204,7 @@ class StreamGroup:
         self.checkpoint = runtime.root / GROUPS / place.group
         self.members: dict[str, tuple["_Running", Hosting]] = {}  # by pipeline name
         self.query: StreamingQuery | None = None
+        self.stateful = True  # its Spark query keeps state (known when it starts): see _batch
         self.failure: str | None = None  # why its Spark query last failed (None: it did not, or ran a batch since)
         self.restarts = 0  # failures in a row, without a micro-batch done between them
         self.restart_at = 0.0  # time.monotonic() from which it may start again
@@ -254,6 +257,7 @@ class StreamGroup:
                              lateness=runtime.lateness)
         if self.aggregate is not None:  # the windows' rows per key value, as the watermark closes them
             frame = self.aggregate.rows(frame, catalog.lattice)
+        self.stateful = is_stateful(frame)
         writer = stream_writer(frame, self.checkpoint / "spark", trigger=runtime.trigger,
                                available_now=runtime.available_now, query_name=self.name, each_batch=self._batch)
         self.query = start_writer(writer, runtime.spark)
@@ -313,18 +317,22 @@ class StreamGroup:
             hosted = {name: self.members[name] for name in decision["members"]
                       if name in self.members and self.members[name][0].failure is None}
         members = {index: hosted[name] for index, name in enumerate(decision["members"]) if name in hosted}
-        # The whole input runs once, first: its stateful operators commit their state whatever the
-        # members' plans (Spark 4.1 fails a batch whose state some operator did not commit, and a
-        # plan that folds to nothing would skip them), and every template reads it from memory.
-        batch = batch.persist()
+        # A stateful group's whole input runs once, first: its operators commit their state whatever
+        # the members' plans (Spark 4.1 fails a batch whose state some operator did not commit, and
+        # a plan that folds to nothing would skip them), and every template reads it from memory. A
+        # stateless group's members read the batch directly: one job less in every micro-batch.
+        delivered: dict[tuple[int, str], int] = {}
+        emitted: dict[int, tuple[int, str]] = {}
+        if self.stateful:
+            batch = batch.persist()
         try:
-            batch.write.format("noop").mode("overwrite").save()
-            delivered: dict[tuple[int, str], int] = {}
-            emitted: dict[int, tuple[int, str]] = {}
+            if self.stateful:
+                batch.write.format("noop").mode("overwrite").save()
             if members:
                 delivered, emitted = self._deliver_isolated(batch, decision, hosted, members, batch_id)
         finally:
-            batch.unpersist()
+            if self.stateful:
+                batch.unpersist()
         latest: list[tuple["_Running", datetime]] = []
         for index, name in enumerate(decision["members"]):
             if name not in hosted or hosted[name][0].failure is not None:
