@@ -20,6 +20,7 @@ nobody access to anything: there is no partial catalog.
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -30,6 +31,7 @@ import yaml
 from streamwarden.catalog.lattice import Lattice, LevelError, LevelSource
 from streamwarden.catalog.model import PRIVILEGES, TYPES, Action, Catalog, Policy, Role, StreamDef, TimeBound, User
 from streamwarden.catalog.punctuations import SP_FIELDS, sp_from_record
+from streamwarden.catalog.sources import BOOTSTRAP, FORMATS, RESERVED_OPTIONS, STARTING, TIMES, TOPIC, KafkaSource
 from streamwarden.errors import CatalogError, SourceError, SourceText, Span, StreamwardenError
 from streamwarden.records import text_problem
 from streamwarden.language import ast
@@ -67,7 +69,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-_STREAM_KEYS = {"schema", "key", "punctuated_by", "server_policies", "combine", "level"}
+_STREAM_KEYS = {"schema", "key", "punctuated_by", "server_policies", "combine", "level", "source"}
 _POLICY_KEYS = {"id", "subject", "streams", "attributes", "where", "privilege", "time", "window",
                 "group_by", "aggregate_args", "min_group"}
 
@@ -399,8 +401,68 @@ class _Loader:
             if "level" in options:
                 options["level"] = self.level_source(options["level"], dict(schema), lattice, path + ("level",),
                                                      str(name))
+            if "source" in options:
+                options["source"] = self.stream_source(options["source"], path + ("source",), str(name), key)
             streams[str(name)] = StreamDef(str(name), tuple(schema), key, MappingProxyType(options))
         return streams
+
+    def stream_source(self, raw: Any, path: Path_, name: str, key: str | None) -> KafkaSource | None:
+        """A stream's ``source``: ``files`` (given on the command line, the default) or
+        ``{kafka: {...}}`` (:mod:`streamwarden.catalog.sources`)."""
+        if raw == "files":
+            return None
+        spec = self.mapping(raw, path, f"the source of {name}")
+        if set(spec) != {"kafka"}:
+            self.fail(path, f"the source of {name} must be 'files' or {{kafka: {{bootstrap, topic, ...}}}}")
+        path = path + ("kafka",)
+        spec = self.mapping(spec["kafka"], path, f"the Kafka source of {name}")
+        unknown = sorted(set(spec) - {"bootstrap", "topic", "pattern", "format", "time", "starting_offsets",
+                                      "options"})
+        if unknown:
+            self.fail(path + (unknown[0],), f"unknown key {unknown[0]!r} in the Kafka source of {name} (use "
+                      "bootstrap, topic or pattern, format, time, starting_offsets, options)", key=True)
+        if key is not None:
+            self.fail(path, f"stream {name} is punctuated: security punctuations over Kafka are not supported yet "
+                      "(declare its source as files)")
+        bootstrap = spec.get("bootstrap")
+        if not isinstance(bootstrap, str) or not BOOTSTRAP.fullmatch(bootstrap):
+            self.fail(path + (("bootstrap",) if "bootstrap" in spec else ()),
+                      f"the Kafka source of {name} needs bootstrap: host:port[,host:port...]")
+        if ("topic" in spec) == ("pattern" in spec):
+            self.fail(path, f"the Kafka source of {name} needs exactly one of topic or pattern")
+        topic = spec.get("topic")
+        if topic is not None and (not isinstance(topic, str) or not TOPIC.fullmatch(topic)):
+            self.fail(path + ("topic",), f"topic {_shown(topic)} is not a Kafka topic name (letters, digits, '.', "
+                      "'_', '-', at most 249)")
+        pattern = spec.get("pattern")
+        if pattern is not None:
+            try:
+                if not isinstance(pattern, str):
+                    raise re.error("not a string")
+                re.compile(pattern)
+            except re.error as exc:
+                self.fail(path + ("pattern",), f"pattern {_shown(pattern)} is not a regular expression ({exc})")
+        choices = {"format": FORMATS, "time": TIMES, "starting_offsets": STARTING}
+        chosen = {}
+        for option, allowed in choices.items():
+            value = spec.get(option, allowed[0])
+            if value not in allowed:
+                self.fail(path + (option,), f"{option} of the Kafka source of {name} must be "
+                          f"{' or '.join(allowed)}, not {_shown(value)}")
+            chosen[option] = str(value)
+        options = self.mapping(spec.get("options"), path + ("options",), f"options of the Kafka source of {name}")
+        passed = {}
+        for option, value in options.items():
+            where = path + ("options", option)
+            if not isinstance(option, str) or not re.fullmatch(r"[a-z][a-z0-9.\-]*", option):
+                self.fail(where, f"{_shown(option)} is not a Kafka consumer setting", key=True)
+            if option in RESERVED_OPTIONS or option.startswith("kafka."):
+                self.fail(where, f"{option} is set by streamwarden and Spark's connector, not by the catalog",
+                          key=True)
+            if isinstance(value, (dict, list)) or value is None:
+                self.fail(where, f"the value of {option} must be a single value")
+            passed[option] = str(value).lower() if isinstance(value, bool) else str(value)
+        return KafkaSource(bootstrap, topic=topic, pattern=pattern, options=MappingProxyType(passed), **chosen)
 
     def punctuation_options(self, options: dict[str, Any], schema: dict[str, str], key: str | None, path: Path_,
                             name: str) -> None:

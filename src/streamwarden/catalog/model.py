@@ -19,6 +19,7 @@ from streamwarden.plan.expr import Expr
 if TYPE_CHECKING:  # for annotations only: the SPs' module imports this one (through the language)
     from streamwarden.catalog.lattice import Lattice, Level, LevelSource
     from streamwarden.catalog.punctuations import SecurityPunctuation
+    from streamwarden.catalog.sources import KafkaSource
 
 TYPES = ("timestamp", "int", "long", "double", "string", "boolean")
 PRIVILEGES = ("read", "min", "max", "count", "avg", "sum")
@@ -40,6 +41,12 @@ class StreamDef:
 
     def type_of(self, attribute: str) -> str | None:
         return dict(self.schema).get(attribute)
+
+    @property
+    def source(self) -> "KafkaSource | None":
+        """Where its records come from: a Kafka topic the catalog declares, or None (files given
+        on the command line)."""
+        return cast("KafkaSource | None", self.options.get("source"))
 
     @property
     def punctuated(self) -> bool:

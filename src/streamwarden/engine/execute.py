@@ -204,7 +204,7 @@ def read_relations(
         elif routed and name in routed and streaming and level is not None:
             raw[name] = routed_input(spark, stream, routed[name])  # the shepherd's query read (and checked) it
         else:
-            raw[name] = read_input(spark, stream, inputs[name], streaming=streaming,
+            raw[name] = read_input(spark, stream, inputs.get(name, ""), streaming=streaming,
                                    max_files_per_trigger=max_files_per_trigger, on_broken=on_broken,
                                    metrics_tag=metrics_tag)
         if level is not None:
@@ -319,13 +319,21 @@ FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
 
 
 def check_streams_given(catalog: Catalog, streams: Iterable[str], inputs: Mapping[str, str | Path]) -> None:
-    """Every stream of ``streams`` has an input, and every input names a catalog stream."""
-    missing = sorted(set(streams) - set(inputs))
+    """Every stream of ``streams`` has an input (given, or its catalog's Kafka source), and every
+    input names a catalog stream."""
+    missing = sorted(s for s in set(streams) - set(inputs) if s not in catalog.streams or
+                     catalog.streams[s].source is None)
     if missing:
         raise InputError(f"no input given for stream {', '.join(missing)} (use --input {missing[0]}=PATH)")
     unknown = sorted(set(inputs) - set(catalog.streams))
     if unknown:
         raise InputError(f"--input names unknown stream {unknown[0]!r} (catalog streams: {', '.join(catalog.streams)})")
+    declared = sorted(n for n in inputs if catalog.streams[n].source is not None)
+    if declared:  # two sources for one stream: which one a user meant is not guessed
+        source = catalog.streams[declared[0]].source
+        assert source is not None
+        raise InputError(f"stream {declared[0]} is read from Kafka ({source.where} at {source.bootstrap}), as its "
+                         f"catalog declares: give no --input for it")
 
 
 class InputWarning(UserWarning):
@@ -351,6 +359,8 @@ def check_inputs(catalog: Catalog, streams: Iterable[str], inputs: Mapping[str, 
     check_streams_given(catalog, streams, inputs)
     line_read = set(line_read)
     for name in streams:
+        if catalog.streams[name].source is not None:
+            continue  # read from its Kafka topic: checked when Spark reads it
         path = Path(inputs[name])
         if not path.exists():
             if must_exist:

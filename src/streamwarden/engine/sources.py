@@ -76,7 +76,14 @@ def read_input(spark: SparkSession, stream: StreamDef, path: str | Path, *, stre
                max_files_per_trigger: int | None = None, on_broken: OnBroken = "fail",
                metrics_tag: str = "") -> DataFrame:
     """The records of ``stream`` at ``path``, typed and checked, with catalog column names (a broken
-    record handled by ``on_broken``, its count named with ``metrics_tag``)."""
+    record handled by ``on_broken``, its count named with ``metrics_tag``). A stream whose
+    catalog declares a Kafka source is read from it (:mod:`streamwarden.engine.kafka`), ``path`` unused."""
+    if stream.source is not None:
+        from streamwarden.engine.kafka import read_kafka  # the connector's reader: imported when a stream needs it
+
+        frame = read_kafka(spark, stream, stream.source, streaming=streaming, on_broken=on_broken)
+        return quarantined(frame, stream.name, streaming=streaming, tag=metrics_tag) \
+            if on_broken == "quarantine" else frame
     path = Path(path)
     if not path.exists():
         if streaming:
