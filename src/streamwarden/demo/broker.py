@@ -69,8 +69,12 @@ def _free_port() -> int:
 
 
 def _cluster_id() -> str:
-    """A cluster id as Kafka writes one: a UUID in URL-safe base64, unpadded."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A cluster id as Kafka writes one: a UUID in URL-safe base64, unpadded, never starting
+    with '-' (a command line would read it as an option; Kafka's own Uuid.randomUuid avoids it too)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 @dataclass
@@ -171,7 +175,7 @@ def start_broker(folder: Path, *, timeout: float = START_TIMEOUT) -> Broker:
     (folder / "server.properties").write_text(_properties(folder, port, controller_port))
     (folder / "log4j2.properties").write_text(_LOG4J.format(log=folder / "broker.log"))
     with open(folder / "format.log", "wb") as out:
-        done = subprocess.run(_command(folder, "kafka.tools.StorageTool", "format", "--cluster-id", _cluster_id(),
+        done = subprocess.run(_command(folder, "kafka.tools.StorageTool", "format", f"--cluster-id={_cluster_id()}",
                                        "--config", str(folder / "server.properties")),
                               stdout=out, stderr=subprocess.STDOUT, check=False, timeout=timeout)
     if done.returncode != 0:
