@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -30,6 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streamwarden.engine.jvm import jdk_tool
 from streamwarden.errors import UsageError
 
 #: The broker's jars, as ``make jars`` copies them (another folder laid out alike by this variable).
@@ -52,10 +52,7 @@ def broker_libs() -> Path:
 
 
 def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").is_file():
-        return str(Path(home) / "bin" / "java")
-    found = shutil.which("java")
+    found = jdk_tool("java")
     if found is None:
         raise BrokerError("the Kafka broker runs on Java 17 or newer, and no 'java' was found: install a JDK or set "
                           "JAVA_HOME")

@@ -63,11 +63,17 @@ def _digest(sources: list[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _javac() -> str:
+def jdk_tool(name: str) -> str | None:
+    """The JDK's tool ``name`` (``java``, ``javac``): JAVA_HOME's when it has one, else the
+    PATH's; None when neither has it."""
     home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "javac").is_file():
-        return str(Path(home) / "bin" / "javac")
-    found = shutil.which("javac")
+    if home and (Path(home) / "bin" / name).is_file():
+        return str(Path(home) / "bin" / name)
+    return shutil.which(name)
+
+
+def _javac() -> str:
+    found = jdk_tool("javac")
     if found is None:
         raise UsageError("streamwarden compiles its JVM operators with javac, and no 'javac' was found: install a "
                          "JDK 17 or newer (e.g. 'apt-get install openjdk-17-jdk-headless') or set JAVA_HOME")
@@ -198,6 +204,6 @@ def is_stateful(frame: DataFrame) -> bool:
     return bool(_jvm_operators(frame.sparkSession).Plans.stateful(frame._jdf))
 
 
-__all__ = ["JARS_ENV", "connector_jars", "is_stateful", "jars_dir", "kafka_available",
+__all__ = ["JARS_ENV", "connector_jars", "is_stateful", "jars_dir", "jdk_tool", "kafka_available",
             "line_numbers", "rebase", "operators_jar", "rows_window", "security_shield", "sp_encoder", "spark_jars"]
 
