@@ -114,3 +114,16 @@ def test_an_input_given_for_a_kafka_stream_is_refused(spark, kafka_broker, kafka
     with pytest.raises(StreamwardenError, match="is read from Kafka .* give no --input for it"):
         replay(catalog(kafka_broker.bootstrap, kafka_topic), "kim", "SELECT * FROM Vitals",
                {"Vitals": tmp_path}, spark=spark)
+
+
+def test_what_does_not_read_kafka_yet_refuses_it_in_one_line(spark, kafka_broker, kafka_topic, tmp_path) -> None:
+    """Fail closed: a continuous run, a [ROWS n] window and the network over a Kafka stream are
+    refused before Spark starts, never a KeyError deep in the runtime."""
+    from streamwarden.api.queries import run
+    from streamwarden.errors import UnsupportedError
+
+    c = catalog(kafka_broker.bootstrap, kafka_topic)
+    with pytest.raises(UnsupportedError, match="only replay reads Kafka yet"):
+        run(c, "kim", "SELECT * FROM Vitals", {}, str(tmp_path / "out"), checkpoint=tmp_path / "cp", spark=spark)
+    with pytest.raises(UnsupportedError, match=r"\[ROWS n\] window over it is not supported yet"):
+        replay(c, "kim", "SELECT COUNT(*) AS n FROM Vitals [ROWS 3]", {}, spark=spark)

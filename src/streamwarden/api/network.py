@@ -29,7 +29,7 @@ from streamwarden.catalog.store import CatalogStore
 from streamwarden.engine.execute import check_inputs
 from streamwarden.engine.session import get_spark
 from streamwarden.engine.sinks import check_checkpoint
-from streamwarden.errors import StreamwardenError
+from streamwarden.errors import StreamwardenError, UnsupportedError
 from streamwarden.explain import network_json
 from streamwarden.language.parser import parse_query
 from streamwarden.names import safe_path
@@ -209,6 +209,11 @@ def replay_network(catalog: Catalog, queries: Sequence[RegisteredQuery], changes
     the queries are also registered there (a SQLite store inside ``output_dir`` is refused;
     audit records under ``actor``)."""
     parsed = [s for q in queries for s in parse_query(q.query).sources]
+    over_kafka = sorted({s.stream for s in parsed if s.stream in catalog.streams
+                         and catalog.streams[s.stream].source is not None})
+    if over_kafka:  # fail closed: the network's groups read files only, so far
+        raise UnsupportedError(f"stream {over_kafka[0]} is read from Kafka, and the network does not read Kafka yet "
+                               "(docs/kafka.md)")
     check_inputs(catalog, {s.stream for s in parsed}, inputs, recorded=True,
                  line_read={s.stream for s in parsed if s.window is not None and s.window.kind == "rows"})
     if store_url:
